@@ -1,0 +1,132 @@
+"""Regression seeds: one human-readable JSON file per bug, replayed by pytest forever.
+
+A seed holds the window, the op list and where it was found. Its id is a hash
+of the case alone (window + ops), so the same bug found twice — by two
+targets, two workers, two machines — is stored once. Files are written
+atomically (temp file + ``os.replace``); a malformed file raises
+:class:`SeedError` naming the file and the problem, and is never overwritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from fuzz.ops import Op, OpError, ops_from_json, ops_to_json
+
+SEED_DIR = Path(__file__).parent / "seeds"
+FORMAT = 1
+
+
+class SeedError(ValueError):
+    """A seed file that cannot be used; the message names the file and the problem."""
+
+
+@dataclass
+class Seed:
+    window: int
+    ops: list[Op]
+    found: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return seed_id(self.window, self.ops)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "id": self.id,
+            "window": self.window,
+            "ops": ops_to_json(self.ops),
+            "found": self.found,
+        }
+
+
+def seed_id(window: int, ops: Sequence[Op]) -> str:
+    canon = json.dumps({"window": window, "ops": ops_to_json(ops)}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canon.encode()).hexdigest()[:12]
+
+
+def parse_seed(doc: Any, where: str = "seed") -> Seed:
+    if not isinstance(doc, dict):
+        raise SeedError(f"{where}: expected a JSON object, got {type(doc).__name__}")
+    if doc.get("format", FORMAT) != FORMAT:
+        raise SeedError(f"{where}: unsupported seed format {doc.get('format')!r} (this kvwindow reads {FORMAT})")
+    w = doc.get("window")
+    if isinstance(w, bool) or not isinstance(w, int) or w < 1:
+        raise SeedError(f"{where}: 'window' must be an int >= 1, got {w!r}")
+    if "ops" not in doc:
+        raise SeedError(f"{where}: missing 'ops'")
+    try:
+        ops = ops_from_json(doc["ops"])
+    except OpError as e:
+        raise SeedError(f"{where}: {e}") from e
+    found = doc.get("found", {})
+    if not isinstance(found, dict):
+        raise SeedError(f"{where}: 'found' must be an object, got {type(found).__name__}")
+    seed = Seed(w, ops, found)
+    if "id" in doc and doc["id"] != seed.id:
+        raise SeedError(f"{where}: id {doc['id']!r} does not match its content (expected {seed.id!r}); "
+                        "the file was edited or truncated")
+    return seed
+
+
+def load_seed(path: str | Path) -> Seed:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise SeedError(f"{path}: cannot read: {e.strerror or e}") from e
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SeedError(f"{path}: not valid JSON (truncated?): {e}") from e
+    return parse_seed(doc, str(path))
+
+
+def seed_paths(directory: str | Path = SEED_DIR) -> list[Path]:
+    return sorted(Path(directory).glob("*.json"))
+
+
+def load_all(directory: str | Path = SEED_DIR) -> list[tuple[Path, Seed]]:
+    """Every seed in ``directory``; the first malformed one raises :class:`SeedError`."""
+    return [(p, load_seed(p)) for p in seed_paths(directory)]
+
+
+def save_seed(seed: Seed, directory: str | Path = SEED_DIR) -> tuple[Path, bool]:
+    """Write ``seed`` atomically as ``<id>.json``; returns ``(path, created)``.
+
+    An existing seed with the same id is the same case and is left untouched
+    (``created`` is False) — unless it is corrupt, which raises rather than
+    silently replacing what a user may want to inspect.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{seed.id}.json"
+    if path.exists():
+        load_seed(path)  # raises SeedError if the stored copy is corrupt
+        return path, False
+    atomic_write_json(path, seed.to_json())
+    return path, True
+
+
+def atomic_write_json(path: Path, doc: Any) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise

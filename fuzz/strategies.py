@@ -1,0 +1,65 @@
+"""Hypothesis strategies for test cases: boundary-biased by design, with a uniform baseline.
+
+Cache bugs live at a handful of stream lengths — ``W - 1``, ``W``, ``W + 1``
+(first eviction), long after wrap-around — and at chunks longer than ``W``.
+Uniform random streams rarely land on those exactly; these strategies aim at
+them. ``uniform_cases`` is the naive baseline ``kvwindow mutants --baseline``
+compares against, so the value of the bias is measured rather than claimed.
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from fuzz.ops import Chunk, Op, Push, Reset
+
+
+def windows(window_max: int = 16) -> st.SearchStrategy[int]:
+    """Small windows most of the time (they wrap quickly), occasionally up to ``window_max``."""
+    small = st.integers(1, min(8, window_max))
+    return st.one_of(small, small, st.integers(1, window_max)) if window_max > 8 else small
+
+
+def chunk_sizes(window: int) -> st.SearchStrategy[int]:
+    """Chunk lengths biased to the window edges: 0, 1, W-1, W, W+1, 2W+3, or anything up to 3W."""
+    edges = sorted({0, 1, max(window - 1, 0), window, window + 1, 2 * window + 3})
+    return st.one_of(st.sampled_from(edges), st.integers(0, 3 * window + 3))
+
+
+@st.composite
+def op_lists(draw, window: int, max_ops: int = 24, window_max: int = 16, max_tokens: int | None = None):
+    """A list of ops for a stream that starts with ``window``; resets may change the window."""
+    ops: list[Op] = []
+    w = window
+    tokens = 0
+    for _ in range(draw(st.integers(0, max_ops))):
+        kind = draw(st.sampled_from(("push", "push", "push", "chunk", "chunk", "reset")))
+        if kind == "push":
+            op: Op = Push()
+        elif kind == "chunk":
+            op = Chunk(draw(chunk_sizes(w)))
+        else:
+            w = draw(windows(window_max))
+            op = Reset(w)
+        n = 1 if isinstance(op, Push) else (op.n if isinstance(op, Chunk) else 0)
+        if max_tokens is not None and tokens + n > max_tokens:
+            break
+        tokens += n
+        ops.append(op)
+    return ops
+
+
+@st.composite
+def cases(draw, window_max: int = 16, max_ops: int = 24, max_tokens: int | None = None):
+    """A boundary-biased test case: ``(window, ops)``."""
+    w = draw(windows(window_max))
+    return w, draw(op_lists(w, max_ops, window_max, max_tokens))
+
+
+@st.composite
+def uniform_cases(draw, window_max: int = 16, max_len: int = 64):
+    """The naive baseline: a uniform window and one stream of uniform length, token by token,
+    with no chunks at the window edges and no resets."""
+    w = draw(st.integers(1, window_max))
+    n = draw(st.integers(0, max_len))
+    return w, [Push()] * n

@@ -1,0 +1,49 @@
+"""The first campaign: pyring runs clean, and a broken ring is caught and shrunk to a seed."""
+
+import json
+
+from fuzz import campaign, seeds
+from fuzz.cli import main
+from fuzz.ops import Push
+from fuzz.registry import make_pyring
+from fuzz.targets import CacheTarget, PyRing
+
+
+class ReadsFromSlotZero(PyRing):
+    """A ring that reads from slot 0 instead of head once it has wrapped."""
+
+    def contents(self):
+        r = self._ring
+        return [r.buf[i] for i in range(r.size)] if r else []
+
+
+def test_pyring_campaign_runs_clean(tmp_path):
+    res = campaign.fuzz_target(make_pyring(), seconds=60, max_examples=150, seed=3, seed_dir=tmp_path)
+    assert res.failure is None
+    assert res.examples >= 150 and res.steps > 0
+    assert res.phases["first-eviction"] > 0 and res.phases["chunk>W"] > 0
+
+
+def test_broken_ring_is_caught_and_shrunk(tmp_path):
+    target = CacheTarget("broken-ring", ReadsFromSlotZero)
+    res = campaign.fuzz_target(target, seconds=60, max_examples=500, seed=1, seed_dir=tmp_path)
+    assert res.failure is not None and "positions" in res.failure
+    stored = seeds.load_seed(res.seed_path)
+    # Shrunk: the minimal trigger is a first eviction, W + 1 pushes of W = 1, or one chunk.
+    assert len(stored.ops) <= 2
+    assert stored.found["target"] == "broken-ring"
+    assert json.loads(open(res.seed_path).read())["id"] == stored.id
+
+
+def test_cli_fuzz_exit_codes(tmp_path, capsys):
+    assert main(["fuzz", "--target", "pyring", "--time", "2", "--seed", "0"]) == 0
+    assert main(["fuzz", "--target", "no-such-target", "--time", "1"]) == 2
+    assert "unknown target" in capsys.readouterr().err
+
+
+def test_cli_fuzz_py_target_exits_1_on_bug(tmp_path, monkeypatch):
+    monkeypatch.setattr(seeds, "SEED_DIR", tmp_path)
+    monkeypatch.setattr(campaign.seedstore, "SEED_DIR", tmp_path)
+    rc = main(["fuzz", "--target", "py:tests.test_campaign_pyring:ReadsFromSlotZero", "--time", "20", "--seed", "0"])
+    assert rc == 1
+    assert list(tmp_path.glob("*.json"))
