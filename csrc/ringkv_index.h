@@ -42,4 +42,46 @@ RKV_HD int64_t rkv_chunk_first_kept(int64_t k, int64_t w) { return k > w ? k - w
 /* Nonzero iff the query at position t sees key position p: p <= t < p + w (Lean inWindow). */
 RKV_HD int rkv_in_window(int64_t w, int64_t t, int64_t p) { return p <= t && t < p + w; }
 
+/* ---- Additions for the CUDA kernels (ringkv_cuda.cu); the CPU fuzz target cuda-index
+ * calls these same functions through impl._cudaindex. Existing definitions above are unchanged. */
+
+/* Number of chunk entries an append of k tokens writes: the last min(k, w). */
+RKV_HD int64_t rkv_chunk_kept(int64_t k, int64_t w) { return rkv_len(k, w); }
+
+/* The i-th write (0 <= i < rkv_chunk_kept(k, w)) of appending a k-token chunk:
+ * which chunk entry it copies ... */
+RKV_HD int64_t rkv_chunk_src(int64_t k, int64_t w, int64_t i) { return rkv_chunk_first_kept(k, w) + i; }
+
+/* ... and into which slot, when the chunk starts at position pos0 (= tokens seen before it).
+ * The kept entries have min(k, w) consecutive positions, so their slots are distinct. */
+RKV_HD int64_t rkv_chunk_dst(int64_t pos0, int64_t k, int64_t w, int64_t i) {
+  return rkv_slot(pos0 + rkv_chunk_src(k, w, i), w);
+}
+
+/* Nonzero iff slot s (0 <= s < w) holds a cached entry after n tokens: the first
+ * min(n, w) slots fill first (the stream starts at position 0), the rest are unfilled. */
+RKV_HD int rkv_slot_valid(int64_t n, int64_t w, int64_t s) { return s < rkv_len(n, w); }
+
+/* Position held by a valid slot s after n tokens: the unique cached position p with p % w == s. */
+RKV_HD int64_t rkv_slot_pos(int64_t n, int64_t w, int64_t s) {
+  int64_t o = rkv_oldest(n, w);
+  return o + (s - rkv_slot(o, w) + w) % w;
+}
+
+/* Split-K: the slots [*lo, *hi) that split j of nsplit (j < nsplit) reads out of the
+ * len valid slots [0, len). The splits partition [0, len); trailing ones may be empty. */
+RKV_HD void rkv_split_range(int64_t len, int64_t nsplit, int64_t j, int64_t *lo, int64_t *hi) {
+  int64_t per = (len + nsplit - 1) / nsplit;
+  int64_t a = j * per, b = a + per;
+  *lo = a < len ? a : len;
+  *hi = b < len ? b : len;
+}
+
+/* Row (in units of head_dim elements) of slot s of KV head h, layer l, sequence b in a
+ * cache laid out [B][L][Hkv][W][D]: the window of one (sequence, layer, head) is contiguous. */
+RKV_HD int64_t rkv_cache_row(int64_t b, int64_t l, int64_t h, int64_t s,
+                             int64_t L, int64_t hkv, int64_t w) {
+  return ((b * L + l) * hkv + h) * w + s;
+}
+
 #endif /* RINGKV_INDEX_H */
