@@ -1,0 +1,102 @@
+"""`kvwindow bench` runs end to end on a tiny budget and writes a well-formed report.
+
+Speed is measured by the bench, never asserted here: these tests only check the
+shape of what it writes (files, sections, positive ratios, valid PNGs).
+"""
+
+import json
+import math
+
+import pytest
+
+from fuzz import bench
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SECTIONS = ("throughput", "mutants", "decode", "gpu")
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    assert bench.main(["--smoke", "--quiet", "--out", str(out)]) == 0
+    return out, json.loads((out / "report.json").read_text())
+
+
+def _ratios(report):
+    for name in SECTIONS:
+        yield from report["sections"][name].get("ratios", [])
+
+
+def test_report_files_exist(smoke):
+    out, report = smoke
+    assert (out / "report.json").is_file() and (out / "report.md").is_file()
+    md = (out / "report.md").read_text()
+    for heading in ("## 1. Throughput", "## 2. Mutants", "## 3. Decode", "## 4. GPU"):
+        assert heading in md
+
+
+def test_json_has_every_section_with_a_status(smoke):
+    _, report = smoke
+    assert set(SECTIONS) <= set(report["sections"])
+    for name in SECTIONS:
+        status = report["sections"][name]["status"]
+        # either measured, or a line that says why not
+        assert status == "ok" or status.startswith(("not available: ", "skipped")), (name, status)
+    m = report["machine"]
+    assert m["cpu"] and m["usable_cores"] >= 1
+    for pkg in ("python", "torch", "numpy", "hypothesis"):
+        assert m["versions"][pkg]
+    assert "transformers" in m["versions"]
+
+
+def test_throughput_measured(smoke):
+    _, report = smoke
+    sec = report["sections"]["throughput"]
+    assert sec["status"] == "ok"
+    assert any(r["target"] == "pyring" and r["mode"] == "stateful" for r in sec["rows"])
+    for r in sec["rows"]:
+        assert r["steps_per_s"]["median"] > 0
+    names = {r["target"] for r in sec["rows"]}
+    if "ring-c" in names:  # the C ring is there: its bulk / stateful comparison must be too
+        assert any("bulk / stateful" in r["label"] for r in sec["ratios"])
+
+
+def test_ratios_are_positive_numbers_with_min_median_max(smoke):
+    _, report = smoke
+    for r in _ratios(report):
+        assert r["n"] >= 1, r
+        for k in ("min", "median", "max"):
+            assert isinstance(r[k], (int, float)) and math.isfinite(r[k]) and r[k] > 0, (r["label"], k, r[k])
+        assert r["min"] <= r["median"] <= r["max"]
+
+
+def test_gpu_section_says_why_when_skipped(smoke):
+    _, report = smoke
+    gpu = report["sections"]["gpu"]
+    if gpu["status"] != "ok":
+        assert len(gpu["status"]) > len("skipped: ")
+        md = (smoke[0] / "report.md").read_text()
+        assert gpu["status"] in md
+
+
+def test_plots_are_valid_pngs(smoke):
+    out, report = smoke
+    assert "throughput" in report["plots"]
+    for name, fname in report["plots"].items():
+        data = (out / fname).read_bytes()
+        assert data[:8] == PNG_MAGIC, name
+        assert len(data) > 2000, name
+        assert report["sections"][name]["status"] == "ok"
+
+
+def test_missing_helper_is_reported_not_raised(tmp_path, monkeypatch):
+    def boom(*a, **k):
+        raise bench.Unavailable("helper not built")
+
+    monkeypatch.setattr(bench, "section_decode", lambda b, log: boom())
+    monkeypatch.setattr(bench, "section_mutants", lambda b, d, log: boom())
+    monkeypatch.setattr(bench, "section_throughput", lambda b, d, log: boom())
+    rep = bench.run_bench(bench.BUDGETS["smoke"], tmp_path, command="test", log=lambda s: None)
+    for name in ("throughput", "mutants", "decode"):
+        assert rep["sections"][name]["status"] == "not available: helper not built"
+    assert (tmp_path / "report.md").is_file()
