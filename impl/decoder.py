@@ -186,9 +186,9 @@ class DecoderConfig:
     def ff(self) -> int:
         return self.d_ff if self.d_ff is not None else 2 * self.d_model
 
-    def diff(self, other: "DecoderConfig") -> list[str]:
+    def diff(self, other: "DecoderConfig", mine: str = "self", theirs: str = "other") -> list[str]:
         """Field names (with both values) where ``other`` differs."""
-        return [f"{f.name}: {getattr(self, f.name)!r} != {getattr(other, f.name)!r}"
+        return [f"{f.name}: {mine} {getattr(self, f.name)!r} != {theirs} {getattr(other, f.name)!r}"
                 for f in fields(self) if getattr(self, f.name) != getattr(other, f.name)]
 
 
@@ -405,7 +405,7 @@ class ProtocolRingStore:
     """One layer's ring in any Python-protocol cache (DESIGN §4), e.g. ``impl.ring.CRing``.
 
     Keys and values are 1-D float32 arrays: a layer's K (``KVH * D`` values) is
-    flattened; float64 models store each value as three exact float32 limbs
+    flattened (the factory gets ``width=`` when it takes it, as ``CRing`` does); float64 models store each value as three exact float32 limbs
     (:func:`split_f64_to_f32`), so this backend matches the torch one bit for bit.
     A single new token goes through ``push``, a chunk through ``push_chunk``.
     """
@@ -417,7 +417,8 @@ class ProtocolRingStore:
         self.window = window
         self.shape = (kv_heads, head_dim)
         self.dtype, self.device = dtype, device
-        self.ring = factory()
+        self.width = kv_heads * head_dim * (3 if dtype == torch.float64 else 1)
+        self.ring = _construct(factory, self.width)
         self.ring.reset(window)
         self.count = 0
 
@@ -458,6 +459,20 @@ class ProtocolRingStore:
     def nbytes(self) -> int:
         limbs = 3 if self.dtype == torch.float64 else 1
         return 2 * self.window * self.shape[0] * self.shape[1] * 4 * limbs
+
+
+def _construct(factory: Callable[..., Any], width: int) -> Any:
+    """Build a protocol cache; pass ``width`` (floats per key/value) when the factory takes it
+    (``impl.ring.CRing(width)``), else call it with no arguments (DESIGN §4)."""
+    import inspect
+
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = {}
+    if "width" in params:
+        return factory(width=width)
+    return factory()
 
 
 def _c_ring_factory() -> Callable[[], Any]:
@@ -667,7 +682,7 @@ class Decoder:
         if not isinstance(cache, RingKVCache):
             raise CacheMismatchError(f"expected a RingKVCache, got {type(cache).__name__}")
         if cache.config != self.config:
-            raise CacheMismatchError("cache was built for another config: " + "; ".join(cache.config.diff(self.config)))
+            raise CacheMismatchError("cache was built for another config: " + "; ".join(cache.config.diff(self.config, "cache", "model")))
         if cache.dtype != self.dtype:
             raise CacheMismatchError(f"cache dtype {cache.dtype} != model dtype {self.dtype}")
         if not _device_eq(cache.device, self.device):
