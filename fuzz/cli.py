@@ -1,68 +1,340 @@
 """``kvwindow`` — the command line: fuzz | replay | seeds | mutants | bench | prove.
 
-Exit codes: 0 nothing failed, 1 a bug was found, 2 a usage error (bad
-target, bad seed file, bad flag).
+Exit codes: 0 nothing failed, 1 a bug was found (or a mutant survived),
+2 a usage error (bad target, bad seed file, bad flag), 130 a campaign
+interrupted with Ctrl-C before it found anything (its report is still written).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import os
+import platform
 import sys
+import time
+from pathlib import Path
 
 from fuzz import registry
 from fuzz import seeds as seedstore
+from fuzz.ops import OpError, format_ops, parse_ops
 
 
 class UsageError(Exception):
     pass
 
 
+def _seed_dir(args) -> Path:
+    return Path(args.seeds_dir) if getattr(args, "seeds_dir", None) else seedstore.SEED_DIR
+
+
+def _console():
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    if not console.is_terminal:  # CI logs: wide enough that no column is truncated
+        console = Console(highlight=False, width=max(console.width, 180))
+    return console
+
+
+# ---------------------------------------------------------------------------
+# fuzz
+
+
+def _list_targets() -> int:
+    for t in registry.list_targets():
+        status = "available" if t.available else f"unavailable: {t.reason}"
+        print(f"{t.name:14s} {'cpu' if t.cpu else 'gpu'}  {status}")
+    print("c:PATH.so      cpu  any library implementing csrc/ringkv.h")
+    print("py:MOD:CLASS   cpu  any class implementing the Python target protocol (DESIGN §4)")
+    return 0
+
+
+def machine_info() -> dict:
+    info = {"host": platform.node(), "platform": platform.platform(), "python": platform.python_version(),
+            "cpus": os.cpu_count(), "pid": os.getpid()}
+    for mod in ("hypothesis", "numpy", "torch", "cffi", "rich"):
+        try:
+            info[mod] = importlib.import_module(mod).__version__
+        except Exception:  # noqa: BLE001 - optional
+            pass
+    try:
+        from importlib.metadata import version
+
+        info["kvwindow"] = version("kvwindow")
+    except Exception:  # noqa: BLE001
+        pass
+    return info
+
+
 def _cmd_fuzz(args) -> int:
     if args.list_targets:
-        for t in registry.list_targets():
-            status = "available" if t.available else f"unavailable: {t.reason}"
-            print(f"{t.name:14s} {'cpu' if t.cpu else 'gpu'}  {status}")
-        return 0
-    from fuzz.campaign import fuzz_target
+        return _list_targets()
+    from fuzz import workers
+    from fuzz.display import make_display, summary
 
-    names = args.target or registry.default_targets()
-    targets = [registry.resolve(n) for n in names]
-    per = args.time / max(1, len(targets))
-    results = []
-    for t in targets:
-        r = fuzz_target(t, seconds=per, max_examples=args.max_examples, window_max=args.window_max,
-                        seed=args.seed)
-        results.append(r)
-        verdict = "FAILED" if r.failure else "ok"
-        print(f"{r.name:14s} {verdict:6s} examples={r.examples} steps={r.steps} "
-              f"({r.examples_per_s:.0f} ex/s, {r.steps_per_s:.0f} steps/s)")
-        if r.failure:
-            print(f"  {r.failure}\n  seed saved: {r.seed_path}\n  replay: {r.replay}")
+    if args.workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    if args.time <= 0:
+        raise UsageError(f"--time must be > 0, got {args.time}")
+    if args.window_max < 1:
+        raise UsageError(f"--window-max must be >= 1, got {args.window_max}")
+    names = list(dict.fromkeys(args.target or registry.default_targets()))
+    if not names:
+        raise UsageError("no target is available here (see kvwindow fuzz --list-targets)")
+    targets = [registry.resolve(n) for n in names]  # bad targets fail here, before anything runs
+    try:
+        database = workers.open_database(args.db) if args.workers == 1 else None
+        if args.workers > 1:
+            workers.open_database(args.db)  # validate before spawning
+    except workers.DatabaseError as e:
+        raise UsageError(str(e)) from e
+    seed_dir = _seed_dir(args)
+    console = _console()
+    display = make_display(console, plain=True if args.plain else None)
+    started = time.time()
+    header = (f"kvwindow fuzz: {len(targets)} target(s) for {args.time:g}s, {args.workers} worker(s), "
+              f"db {args.db or workers.DEFAULT_DB}, seed {args.seed}")
+    display.start([t.name for t in targets], header)
+    pids = [os.getpid()]
+    try:
+        if args.workers == 1:
+            results, interrupted = workers.run_in_process(
+                names, seconds=args.time, max_examples=args.max_examples, window_max=args.window_max,
+                seed=args.seed, database=database, seed_dir=seed_dir, on_update=display.update)
+        else:
+            results, interrupted, pids = workers.run_workers(
+                names, workers=args.workers, seconds=args.time, max_examples=args.max_examples,
+                window_max=args.window_max, seed=args.seed, db_spec=args.db, seed_dir=seed_dir,
+                on_update=display.update)
+    finally:
+        display.stop()
+    failed = [r for r in results if r.failures]
+    rc = 1 if failed else (130 if interrupted else 0)
+    summary(console, results)
+    if interrupted:
+        print("kvwindow: interrupted; results so far are kept" + (f" (report: {args.report})" if args.report else ""))
+    for r in failed:
+        for f in r.failures:
+            print(f"\nFAILED {r.name}: {f.error.splitlines()[0]}")
+            print(f"  shrunk case: window={f.window} ops: {f.ops or '(none)'}")
+            if f.seed_path:
+                print(f"  seed {'saved' if f.created else 'already stored'}: {f.seed_path}")
+                print(f"  replay: {f.replay}")
     if args.report:
-        with open(args.report, "w") as f:
-            json.dump([r.__dict__ for r in results], f, indent=2, default=str)
-    return 1 if any(r.failure for r in results) else 0
+        report = {
+            "kvwindow": "fuzz report",
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+            "seconds": round(time.time() - started, 3),
+            "exit_code": rc,
+            "interrupted": interrupted,
+            "args": {"targets": names, "time": args.time, "max_examples": args.max_examples,
+                     "window_max": args.window_max, "seed": args.seed, "workers": args.workers,
+                     "db": args.db or workers.DEFAULT_DB, "seeds_dir": str(seed_dir)},
+            "machine": machine_info(),
+            "worker_pids": pids,
+            "targets": [r.to_json() for r in results],
+            "totals": {"examples": sum(r.examples for r in results), "steps": sum(r.steps for r in results),
+                       "failures": sum(len(r.failures) for r in results)},
+            "failures": [f.to_json() for r in results for f in r.failures],
+        }
+        path = Path(args.report)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        seedstore.atomic_write_json(path, report)
+    return rc
+
+
+# ---------------------------------------------------------------------------
+# replay
+
+
+def _seed_files(paths: list[str], default_dir: Path) -> list[Path]:
+    if not paths:
+        return seedstore.seed_paths(default_dir)
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out.extend(seedstore.seed_paths(p))
+        elif p.exists():
+            out.append(p)
+        else:
+            # An id (or id prefix) of a stored seed.
+            hits = [q for q in seedstore.seed_paths(default_dir) if q.stem.startswith(str(p))]
+            if len(hits) != 1:
+                raise UsageError(f"{p}: no such seed file" + (f" (ambiguous id: {len(hits)} seeds match)" if hits else ""))
+            out.append(hits[0])
+    return out
 
 
 def _cmd_replay(args) -> int:
     from fuzz.replay import replay_seed
 
-    paths = args.paths or [str(p) for p in seedstore.seed_paths()]
-    failed = 0
-    for p in paths:
-        seed = seedstore.load_seed(p)
-        for name in args.target or registry.default_targets():
-            err = replay_seed(seed, registry.resolve(name))
-            print(f"{seed.id} {name}: {'ok' if err is None else 'FAILED: ' + err}")
+    files = _seed_files(args.paths, _seed_dir(args))
+    loaded = [(p, seedstore.load_seed(p)) for p in files]  # a malformed file stops here, exit 2
+    if not loaded:
+        print(f"no seeds in {_seed_dir(args)}")
+        return 0
+    explicit = bool(args.target)
+    names = list(dict.fromkeys(args.target or registry.default_targets()))
+    targets = [registry.resolve(n) for n in names]
+    failed = ran = 0
+    for path, seed in loaded:
+        for t in targets:
+            why = t.accepts(seed.window, seed.ops)
+            if why is not None:
+                if explicit:
+                    raise UsageError(f"seed {seed.id} ({path}) cannot run on {t.name}: {why}")
+                print(f"{seed.id} {t.name}: skipped: {why}")
+                continue
+            err = replay_seed(seed, t)
+            ran += 1
+            print(f"{seed.id} {t.name}: {'ok' if err is None else 'FAILED: ' + err.splitlines()[0]}")
             failed += err is not None
+    print(f"replayed {len(loaded)} seed(s) on {len(targets)} target(s): {ran} run(s), {failed} failed")
     return 1 if failed else 0
 
 
-def _cmd_prove(args) -> int:
-    from fuzz.prove import main as prove_main
+# ---------------------------------------------------------------------------
+# seeds
 
-    return prove_main(args.rest)
+
+def _cmd_seeds(args) -> int:
+    d = _seed_dir(args)
+    if args.seeds_cmd == "add":
+        if args.file and args.ops is not None:
+            raise UsageError("seeds add takes a FILE or --ops/--window, not both")
+        if args.file:
+            seed = seedstore.load_seed(args.file)
+            if args.note:
+                seed.found = dict(seed.found, note=args.note)
+        else:
+            if args.ops is None or args.window is None:
+                raise UsageError("seeds add needs a FILE, or --ops '...' and --window W")
+            if args.window < 1:
+                raise UsageError(f"--window must be >= 1, got {args.window}")
+            try:
+                ops = parse_ops(args.ops)
+            except OpError as e:
+                raise UsageError(f"--ops: {e}") from e
+            found = {"added": "by hand", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            if args.note:
+                found["note"] = args.note
+            seed = seedstore.Seed(args.window, ops, found)
+        path, created = seedstore.save_seed(seed, d)
+        print(f"{'added' if created else 'already stored'} {seed.id}: {path}")
+        return 0
+    if args.seeds_cmd == "list":
+        rows = []
+        for p in seedstore.seed_paths(d):
+            try:
+                s = seedstore.load_seed(p)
+                rows.append(f"{s.id}  W={s.window:<3d} ops={len(s.ops):<3d} "
+                            f"{s.found.get('target', s.found.get('added', '')):14s} "
+                            f"{s.found.get('note', '')}".rstrip())
+            except seedstore.SeedError as e:
+                rows.append(f"{p.stem}  MALFORMED: {e}")
+        print("\n".join(rows) if rows else f"no seeds in {d}")
+        return 1 if any("MALFORMED" in r for r in rows) else 0
+    if args.seeds_cmd == "show":
+        (path,) = _seed_files([args.id], d)
+        s = seedstore.load_seed(path)
+        print(json.dumps(s.to_json(), indent=2))
+        print(f"ops: {format_ops(s.ops) or '(none)'}")
+        print(f"replay: kvwindow replay {path}")
+        return 0
+    raise UsageError("seeds: expected add, list or show")
+
+
+# ---------------------------------------------------------------------------
+# mutants
+
+
+def _cmd_mutants(args) -> int:
+    from impl.mutants.catalogue import select
+    from impl.mutants.run import run_mutants
+
+    try:
+        chosen = select(args.only)
+    except KeyError as e:
+        raise UsageError(str(e.args[0])) from e
+    if args.list:
+        for m in chosen:
+            print(f"{m.name:30s} {m.kind:8s} {m.bug_class}\n{'':30s} {m.description}\n{'':30s} {m.reference}")
+        return 0
+    console = _console()
+    console.print(f"kvwindow mutants: {len(chosen)} mutant(s), {args.time_per:g}s each"
+                  + (", with the uniform-random baseline" if args.baseline else ""))
+
+    def progress(k) -> None:
+        if not k.available:
+            console.print(f"  {k.name}: unavailable ({k.reason})")
+        else:
+            base = ""
+            if args.baseline:
+                base = f"; uniform: {'killed after ' + str(k.baseline_examples) if k.baseline_killed else 'survived ' + str(k.baseline_examples_run)} examples"
+            console.print(f"  {k.name}: {'killed after ' + str(k.examples) if k.killed else 'SURVIVED ' + str(k.examples_run)} examples{base}")
+
+    results = run_mutants(time_per=args.time_per, max_examples=args.max_examples, baseline=args.baseline,
+                          seed=args.seed, window_max=args.window_max, seeds_dir=args.save_seeds,
+                          mutants=chosen, on_result=progress)
+    kill_table(console, results, args.baseline)
+    if args.json:
+        seedstore.atomic_write_json(Path(args.json), [k.to_json() for k in results])
+    available = [k for k in results if k.available]
+    return 0 if available and all(k.killed for k in available) else 1
+
+
+def kill_table(console, results, baseline: bool) -> None:
+    from rich.table import Table
+
+    t = Table(title="mutant kill table", title_justify="left")
+    for col in ("mutant", "class", "killed", "examples", "steps", "seconds"):
+        t.add_column(col, justify="right" if col in ("examples", "steps", "seconds") else "left")
+    if baseline:
+        for col in ("uniform ex", "uniform steps", "ratio"):
+            t.add_column(col, justify="right")
+    t.add_column("shrunk seed")
+    for k in results:
+        if not k.available:
+            t.add_row(k.name, k.bug_class, "n/a", "", "", "", *([""] * 3 if baseline else []), k.reason[:60])
+            continue
+        row = [k.name, k.bug_class, "[green]yes[/]" if k.killed else "[bold red]NO[/]",
+               str(k.examples) if k.killed else f">{k.examples_run}", str(k.steps or ""),
+               f"{k.seconds:.3f}" if k.seconds is not None else ""]
+        if baseline:
+            row += [str(k.baseline_examples) if k.baseline_killed else f">{k.baseline_examples_run}",
+                    str(k.baseline_steps or ""),
+                    f"{k.ratio:.1f}x" if k.ratio is not None else ("inf" if k.killed and not k.baseline_killed else "")]
+        row.append(f"W={k.window} {k.ops or '(no ops)'}" if k.killed else "")
+        t.add_row(*row)
+    console.print(t)
+    avail = [k for k in results if k.available]
+    console.print(f"killed {sum(k.killed for k in avail)}/{len(avail)} available mutants"
+                  + (f" ({len(results) - len(avail)} unavailable)" if len(avail) < len(results) else ""))
+
+
+# ---------------------------------------------------------------------------
+# bench / prove: other modules, imported lazily
+
+
+def _delegate(module: str, what: str):
+    def run(args) -> int:
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name and module.startswith(e.name):
+                raise UsageError(f"kvwindow {what} is not available: module {module} is not installed") from e
+            raise
+        main = getattr(mod, "main", None)
+        if main is None:
+            raise UsageError(f"kvwindow {what} is not available: {module} has no main(argv)")
+        rest = list(args.rest)
+        if rest[:1] == ["--"]:
+            rest = rest[1:]
+        return int(main(rest) or 0)
+
+    return run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,21 +344,57 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fuzz", help="run a fuzz campaign")
     f.add_argument("--target", action="append", help="target name, c:PATH.so or py:module:Class (repeatable)")
     f.add_argument("--time", type=float, default=60.0, help="total seconds (default 60)")
-    f.add_argument("--max-examples", type=int, default=None)
+    f.add_argument("--max-examples", type=int, default=None, help="stop each target after N examples")
     f.add_argument("--window-max", type=int, default=16)
-    f.add_argument("--seed", type=int, default=None)
+    f.add_argument("--seed", type=int, default=None, help="Hypothesis seed (reproducible campaigns)")
+    f.add_argument("--workers", type=int, default=1, help="processes sharing the example database")
+    f.add_argument("--db", default=None, help="example database: a directory (default .hypothesis/kvwindow) "
+                   "or redis://host:port/n")
     f.add_argument("--report", default=None, help="write a JSON report here")
-    f.add_argument("--list-targets", action="store_true")
+    f.add_argument("--seeds-dir", default=None, help="where failures are saved (default fuzz/seeds)")
+    f.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
+    f.add_argument("--list-targets", action="store_true", help="say which targets run here and why not")
     f.set_defaults(func=_cmd_fuzz)
 
-    r = sub.add_parser("replay", help="replay regression seeds")
+    r = sub.add_parser("replay", help="replay regression seeds (files, directories or ids)")
     r.add_argument("paths", nargs="*")
     r.add_argument("--target", action="append")
+    r.add_argument("--seeds-dir", default=None)
     r.set_defaults(func=_cmd_replay)
 
-    pr = sub.add_parser("prove", help="build the Lean proofs and print the theorem inventory")
-    pr.add_argument("rest", nargs=argparse.REMAINDER)
-    pr.set_defaults(func=_cmd_prove)
+    s = sub.add_parser("seeds", help="add, list and show regression seeds")
+    s.add_argument("--seeds-dir", default=None)
+    ss = s.add_subparsers(dest="seeds_cmd", required=True)
+    a = ss.add_parser("add", help="add a seed from a FILE or from --ops/--window")
+    a.add_argument("file", nargs="?")
+    a.add_argument("--ops", default=None, help="e.g. 'push chunk:5 reset:3'")
+    a.add_argument("--window", type=int, default=None)
+    a.add_argument("--note", default=None)
+    a.add_argument("--seeds-dir", default=argparse.SUPPRESS)
+    ls = ss.add_parser("list")
+    ls.add_argument("--seeds-dir", default=argparse.SUPPRESS)
+    sh = ss.add_parser("show")
+    sh.add_argument("id")
+    sh.add_argument("--seeds-dir", default=argparse.SUPPRESS)
+    s.set_defaults(func=_cmd_seeds)
+
+    m = sub.add_parser("mutants", help="run a campaign against every mutant and print the kill table")
+    m.add_argument("--time-per", type=float, default=10.0, help="seconds per mutant (default 10)")
+    m.add_argument("--max-examples", type=int, default=None)
+    m.add_argument("--baseline", action="store_true", help="also run the naive uniform-random tester")
+    m.add_argument("--only", action="append", help="mutant name or prefix (repeatable)")
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--window-max", type=int, default=16)
+    m.add_argument("--save-seeds", default=None, metavar="DIR", help="save each kill as a seed in DIR")
+    m.add_argument("--json", default=None, metavar="FILE", help="write the kill table as JSON")
+    m.add_argument("--list", action="store_true", help="list the catalogue and exit")
+    m.set_defaults(func=_cmd_mutants)
+
+    for name, module, help_ in (("bench", "fuzz.bench", "benchmarks and plots"),
+                                ("prove", "fuzz.prove", "build the Lean proofs and print the theorem inventory")):
+        b = sub.add_parser(name, help=help_)
+        b.add_argument("rest", nargs=argparse.REMAINDER)
+        b.set_defaults(func=_delegate(module, name))
     return p
 
 
@@ -98,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(e.code or 0)
     try:
         return args.func(args)
-    except (registry.TargetError, seedstore.SeedError, UsageError) as e:
+    except (registry.TargetError, seedstore.SeedError, UsageError, OpError) as e:
         print(f"kvwindow: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

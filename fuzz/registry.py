@@ -71,6 +71,8 @@ def list_targets() -> list[TargetInfo]:
             out.append(TargetInfo(name, True, "ok", cpu))
         except TargetUnavailable as e:
             out.append(TargetInfo(name, False, str(e), cpu))
+        except Exception as e:  # noqa: BLE001 - a broken factory disables its own target only
+            out.append(TargetInfo(name, False, f"{type(e).__name__}: {e}", cpu))
     return out
 
 
@@ -93,6 +95,8 @@ def resolve(spec: str) -> Target:
         return make_builtin(spec)
     except TargetUnavailable as e:
         raise TargetError(f"target {spec!r} is not available here: {e}") from e
+    except (ImportError, OSError) as e:
+        raise TargetError(f"target {spec!r} is not available here: {type(e).__name__}: {e}") from e
 
 
 def _resolve_py(spec: str) -> Target:

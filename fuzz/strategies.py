@@ -56,10 +56,41 @@ def cases(draw, window_max: int = 16, max_ops: int = 24, max_tokens: int | None 
     return w, draw(op_lists(w, max_ops, window_max, max_tokens))
 
 
-@st.composite
-def uniform_cases(draw, window_max: int = 16, max_len: int = 64):
-    """The naive baseline: a uniform window and one stream of uniform length, token by token,
-    with no chunks at the window edges and no resets."""
-    w = draw(st.integers(1, window_max))
-    n = draw(st.integers(0, max_len))
-    return w, [Push()] * n
+def uniform_case(rng, window_max: int = 16, max_ops: int = 24, max_chunk: int | None = None,
+                 max_tokens: int | None = None):
+    """One naive uniform-random case from ``rng`` (a :class:`random.Random`).
+
+    A uniform window in ``1..window_max``, a uniform number of ops, each op
+    uniformly a push, a chunk or a reset; chunk sizes uniform in
+    ``0..max_chunk`` (default ``3 * window_max``) and reset windows uniform in
+    ``1..window_max`` — independent of the current window, so nothing aims at
+    ``W - 1``, ``W`` or ``W + 1``. This is what a tester without the harness's
+    boundary bias would write.
+    """
+    max_chunk = 3 * window_max if max_chunk is None else max_chunk
+    w = rng.randint(1, window_max)
+    ops: list[Op] = []
+    tokens = 0
+    for _ in range(rng.randint(0, max_ops)):
+        kind = rng.choice(("push", "chunk", "reset"))
+        if kind == "push":
+            op: Op = Push()
+        elif kind == "chunk":
+            op = Chunk(rng.randint(0, max_chunk))
+        else:
+            op = Reset(rng.randint(1, window_max))
+        n = 1 if isinstance(op, Push) else (op.n if isinstance(op, Chunk) else 0)
+        if max_tokens is not None and tokens + n > max_tokens:
+            break
+        tokens += n
+        ops.append(op)
+    return w, ops
+
+
+def uniform_cases(window_max: int = 16, max_ops: int = 24, max_chunk: int | None = None,
+                  max_tokens: int | None = None):
+    """The naive baseline as a strategy: :func:`uniform_case` driven by a true
+    ``random.Random`` (Hypothesis's own integer draws favour small and extreme
+    values, which would smuggle a boundary bias back in)."""
+    return st.randoms(use_true_random=True).map(
+        lambda rng: uniform_case(rng, window_max, max_ops, max_chunk, max_tokens))

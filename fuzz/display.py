@@ -1,0 +1,147 @@
+"""Campaign progress: a live rich table on a terminal, plain periodic lines in CI logs.
+
+Both displays take the same calls — ``start(names)``, ``update(result)``,
+``stop()`` — and :func:`summary` prints the closing table either way (rich
+renders it without colour when stdout is not a terminal).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import Iterable
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from fuzz.campaign import TargetResult
+from fuzz.ops import PHASES
+
+#: Short column headers for the six phases.
+PHASE_HEAD = {
+    "not-yet-full": "<W",
+    "exactly-full": "=W",
+    "first-eviction": "W+1",
+    "steady-state": "steady",
+    "chunk>W": "chunk>W",
+    "after-reset": "reset",
+}
+
+
+def _status(r: TargetResult | None) -> str:
+    if r is None:
+        return "waiting"
+    if r.failures:
+        return "FAILED"
+    if r.done:
+        return "interrupted" if r.interrupted else "ok"
+    return "running"
+
+
+def _table(names: Iterable[str], results: dict[str, TargetResult], title: str | None = None) -> Table:
+    t = Table(title=title, title_justify="left", show_lines=False)
+    for col in ("target", "status", "examples", "ex/s", "steps", "steps/s", "fail"):
+        t.add_column(col, justify="left" if col in ("target", "status") else "right")
+    for p in PHASES:
+        t.add_column(PHASE_HEAD[p], justify="right")
+    for n in names:
+        r = results.get(n)
+        st = _status(r)
+        style = {"FAILED": "bold red", "ok": "green", "running": "yellow"}.get(st, "")
+        if r is None:
+            t.add_row(n, st, *[""] * (5 + len(PHASES)))
+            continue
+        t.add_row(n, f"[{style}]{st}[/]" if style else st, f"{r.examples:,}", f"{r.examples_per_s:,.0f}",
+                  f"{r.steps:,}", f"{r.steps_per_s:,.0f}", str(len(r.failures)),
+                  *[_phase_cell(r.phases.get(p, 0)) for p in PHASES])
+    return t
+
+
+def _phase_cell(count: int) -> str:
+    return f"{count:,}" if count else "[red]-[/]"
+
+
+class RichDisplay:
+    """A live table, refreshed a few times a second."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.names: list[str] = []
+        self.results: dict[str, TargetResult] = {}
+        self.live: Live | None = None
+        self.lock = threading.Lock()
+
+    def start(self, names: list[str], header: str = "") -> None:
+        self.names = list(names)
+        if header:
+            self.console.print(header)
+        self.live = Live(get_renderable=self._render, console=self.console, refresh_per_second=4, transient=False)
+        self.live.start()
+
+    def _render(self) -> Table:
+        with self.lock:
+            return _table(self.names, dict(self.results), "kvwindow fuzz")
+
+    def update(self, r: TargetResult) -> None:
+        with self.lock:
+            self.results[r.name] = r
+
+    def stop(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+
+class PlainDisplay:
+    """One line per running target every ``interval`` seconds, and one when each finishes."""
+
+    def __init__(self, out=None, interval: float | None = None):
+        self.out = out or sys.stdout
+        env = os.environ.get("KVWINDOW_PROGRESS_INTERVAL")
+        self.interval = interval if interval is not None else float(env) if env else 10.0
+        self.last: dict[str, float] = {}
+        self.finished: set[str] = set()
+        self.start_time = time.monotonic()
+
+    def start(self, names: list[str], header: str = "") -> None:
+        if header:
+            print(header, file=self.out, flush=True)
+
+    def _line(self, r: TargetResult) -> str:
+        cov = " ".join(f"{PHASE_HEAD[p]}={r.phases.get(p, 0)}" for p in PHASES)
+        return (f"[{time.monotonic() - self.start_time:6.1f}s] {r.name:16s} {_status(r):8s} "
+                f"examples={r.examples} ({r.examples_per_s:.0f}/s) steps={r.steps} ({r.steps_per_s:.0f}/s) "
+                f"failures={len(r.failures)} {cov}")
+
+    def update(self, r: TargetResult) -> None:
+        now = time.monotonic()
+        if r.done:
+            if r.name not in self.finished:
+                self.finished.add(r.name)
+                print(self._line(r), file=self.out, flush=True)
+            return
+        if now - self.last.get(r.name, self.start_time) >= self.interval:
+            self.last[r.name] = now
+            print(self._line(r), file=self.out, flush=True)
+
+    def stop(self) -> None:
+        pass
+
+
+def make_display(console: Console | None = None, plain: bool | None = None):
+    """Rich live table on a terminal, plain lines otherwise (or when ``plain``)."""
+    console = console or Console()
+    if plain is None:
+        plain = not console.is_terminal
+    return PlainDisplay(console.file) if plain else RichDisplay(console)
+
+
+def summary(console: Console, results: list[TargetResult], title: str = "kvwindow fuzz: summary") -> None:
+    console.print(_table([r.name for r in results], {r.name: r for r in results}, title))
+    missed = {r.name: [p for p in PHASES if not r.phases.get(p)] for r in results if not r.failures}
+    for name, ps in missed.items():
+        if ps and any(r.examples for r in results if r.name == name):
+            console.print(f"note: {name} never exercised {', '.join(ps)}")

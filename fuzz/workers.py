@@ -1,0 +1,232 @@
+"""Running a campaign over several targets, in this process or in N worker processes.
+
+Every worker runs the whole target list with the same time budget and its own
+derived Hypothesis seed; all of them share one example database (a directory,
+or a Redis server via ``redis://`` so several machines pool what they find).
+Workers stream progress snapshots to the parent, which merges them per target:
+examples, steps and phase counts add up, rates are totals over wall time, and
+failures are de-duplicated by seed id (seed ids are content hashes, so two
+workers that shrink to the same case save one file).
+
+Ctrl-C: every process of the foreground group gets SIGINT; each worker ends its
+current target cleanly (saving any failure found so far) and reports back, and
+the parent waits for those final reports before it writes the summary.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue as queue_mod
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
+
+from fuzz.campaign import TargetResult, fuzz_target
+
+DEFAULT_DB = ".hypothesis/kvwindow"
+
+
+class DatabaseError(ValueError):
+    """A ``--db`` value that cannot be opened (a usage error)."""
+
+
+def open_database(spec: str | None) -> ExampleDatabase:
+    """A directory path (created if missing) or a ``redis://`` URL."""
+    spec = spec or DEFAULT_DB
+    if spec.startswith(("redis://", "rediss://", "unix://")):
+        try:
+            import redis
+            from hypothesis.extra.redis import RedisExampleDatabase
+        except ModuleNotFoundError as e:
+            raise DatabaseError(f"--db {spec}: the redis client is not installed (pip install 'kvwindow[dev]')") from e
+        client = redis.Redis.from_url(spec, socket_connect_timeout=3)
+        try:
+            client.ping()
+        except Exception as e:  # noqa: BLE001
+            raise DatabaseError(f"--db {spec}: cannot reach Redis: {e}") from e
+        return RedisExampleDatabase(client)
+    if "://" in spec:
+        raise DatabaseError(f"--db {spec}: expected a directory or a redis:// URL")
+    path = Path(spec)
+    if path.exists() and not path.is_dir():
+        raise DatabaseError(f"--db {spec}: exists and is not a directory")
+    return DirectoryBasedExampleDatabase(str(path))
+
+
+def worker_seed(seed: int | None, index: int) -> int | None:
+    return None if seed is None else seed + 7919 * index
+
+
+def _run_targets(specs: list[str], *, seconds: float, max_examples: int | None, window_max: int,
+                 seed: int | None, database: ExampleDatabase | None, seed_dir, stop: Callable[[], bool],
+                 publish: Callable[[TargetResult], None], resolve: Callable[[str], Any]) -> list[TargetResult]:
+    """Run ``specs`` one after another, each for an equal share of ``seconds``."""
+    results: list[TargetResult] = []
+    start = time.monotonic()
+    for i, spec in enumerate(specs):
+        if stop():
+            break
+        # Share what is left equally among the targets not yet run (a fast finish donates its time).
+        left = seconds - (time.monotonic() - start)
+        per = max(0.0, left / (len(specs) - i))
+        target = resolve(spec)
+        r = fuzz_target(target, seconds=per, max_examples=max_examples, window_max=window_max,
+                        seed=seed, database=database, seed_dir=seed_dir, on_progress=publish, stop=stop)
+        publish(r)
+        results.append(r)
+        if r.interrupted:
+            break
+    return results
+
+
+def run_in_process(specs, *, seconds, max_examples=None, window_max=16, seed=None, database=None,
+                   seed_dir=None, on_update: Callable[[TargetResult], None] | None = None) -> tuple[list[TargetResult], bool]:
+    """The single-process campaign; returns ``(results, interrupted)``."""
+    from fuzz import registry
+
+    interrupted = {"v": False}
+    last_pub = {"t": 0.0}
+
+    def publish(r: TargetResult) -> None:
+        now = time.monotonic()
+        if on_update is not None and (r.done or now - last_pub["t"] >= 0.1):
+            last_pub["t"] = now
+            on_update(r)
+
+    try:
+        results = _run_targets(list(specs), seconds=seconds, max_examples=max_examples, window_max=window_max,
+                               seed=seed, database=database, seed_dir=seed_dir, stop=lambda: interrupted["v"],
+                               publish=publish, resolve=registry.resolve)
+    except KeyboardInterrupt:  # between targets; fuzz_target handles its own
+        return [], True
+    return results, any(r.interrupted for r in results)
+
+
+# ---------------------------------------------------------------------------
+# Worker processes
+
+
+def _worker_main(index: int, specs: list[str], kwargs: dict, db_spec: str | None, q, stop_event) -> None:
+    from fuzz import registry
+
+    pid = os.getpid()
+    last = {"t": 0.0}
+
+    def publish(r: TargetResult) -> None:
+        now = time.monotonic()
+        if r.done or now - last["t"] >= 0.2:
+            last["t"] = now
+            q.put(("progress", index, pid, r.to_json() | {"done": r.done}))
+
+    try:
+        database = open_database(db_spec) if db_spec != "none" else None
+        results = _run_targets(specs, database=database, stop=stop_event.is_set, publish=publish,
+                               resolve=registry.resolve, **kwargs)
+        q.put(("done", index, pid, [r.to_json() | {"done": True} for r in results]))
+    except KeyboardInterrupt:
+        q.put(("done", index, pid, []))
+    except BaseException as e:  # noqa: BLE001 - report anything to the parent
+        q.put(("error", index, pid, f"{type(e).__name__}: {e}"))
+
+
+def merge(name: str, parts: list[TargetResult]) -> TargetResult:
+    """Sum one target's results from several workers (rates over the longest worker's wall time)."""
+    m = TargetResult(name, workers=len(parts))
+    m.seconds = max((p.seconds for p in parts), default=0.0)
+    seen: set[str] = set()
+    for p in parts:
+        m.examples += p.examples
+        m.steps += p.steps
+        for k, v in p.phases.items():
+            m.phases[k] = m.phases.get(k, 0) + v
+        m.versions.update(p.versions)
+        m.interrupted |= p.interrupted
+        for f in p.failures:
+            key = f.seed_id or f"{f.window}:{f.ops}"
+            if key not in seen:
+                seen.add(key)
+                m.failures.append(f)
+        if p.examples_to_fail is not None and m.examples_to_fail is None:
+            m.examples_to_fail, m.seconds_to_fail = p.examples_to_fail, p.seconds_to_fail
+    m.done = all(p.done for p in parts) and bool(parts)
+    if m.failures:
+        f = m.failures[0]
+        m.failure, m.seed_id, m.seed_path, m.replay = f.error, f.seed_id, f.seed_path, f.replay
+        m.fail_window, m.fail_ops = f.window, f.ops
+    return m
+
+
+def run_workers(specs, *, workers: int, seconds, max_examples=None, window_max=16, seed=None,
+                db_spec: str | None = None, seed_dir=None,
+                on_update: Callable[[TargetResult], None] | None = None,
+                grace: float = 60.0) -> tuple[list[TargetResult], bool, list[int]]:
+    """Run the campaign in ``workers`` processes; returns ``(merged results, interrupted, worker pids)``."""
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    stop_event = ctx.Event()
+    per_worker_max = None if max_examples is None else max(1, -(-max_examples // workers))
+    procs = []
+    for i in range(workers):
+        kw = dict(seconds=seconds, max_examples=per_worker_max, window_max=window_max,
+                  seed=worker_seed(seed, i), seed_dir=seed_dir)
+        p = ctx.Process(target=_worker_main, args=(i, list(specs), kw, db_spec, q, stop_event),
+                        name=f"kvwindow-worker-{i}", daemon=True)
+        p.start()
+        procs.append(p)
+    latest: dict[tuple[int, str], TargetResult] = {}
+    pids: dict[int, int] = {}
+    finished: set[int] = set()
+    errors: list[str] = []
+    interrupted = False
+    deadline = None
+
+    def publish(name: str) -> None:
+        if on_update is not None:
+            on_update(merge(name, [r for (i, n), r in latest.items() if n == name]))
+
+    while len(finished) < workers:
+        try:
+            try:
+                msg = q.get(timeout=0.5)
+            except queue_mod.Empty:
+                dead = [i for i, p in enumerate(procs) if not p.is_alive() and i not in finished]
+                for i in dead:  # died without reporting (killed, crashed interpreter)
+                    finished.add(i)
+                    errors.append(f"worker {i} exited with code {procs[i].exitcode} without a report")
+                if deadline is not None and time.monotonic() > deadline:
+                    break
+                continue
+            kind, i, pid, payload = msg
+            pids[i] = pid
+            if kind == "progress":
+                r = TargetResult.from_json(payload)
+                r.done = payload.get("done", False)
+                latest[(i, r.name)] = r
+                publish(r.name)
+            elif kind == "done":
+                finished.add(i)
+                for d in payload:
+                    r = TargetResult.from_json(d)
+                    r.done = True
+                    latest[(i, r.name)] = r
+                    publish(r.name)
+            else:
+                finished.add(i)
+                errors.append(f"worker {i}: {payload}")
+        except KeyboardInterrupt:
+            interrupted = True
+            stop_event.set()
+            deadline = time.monotonic() + grace
+    for p in procs:
+        p.join(timeout=5)
+        if p.is_alive():
+            p.terminate()
+    names = list(dict.fromkeys(n for (_, n) in latest))
+    merged = [merge(n, [r for (i, m), r in latest.items() if m == n]) for n in names]
+    if errors and not merged:
+        raise RuntimeError("; ".join(errors))
+    interrupted = interrupted or any(r.interrupted for r in merged)
+    return merged, interrupted, [pids[i] for i in sorted(pids)]

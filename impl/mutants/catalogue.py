@@ -1,0 +1,293 @@
+"""The mutant catalogue: DESIGN §5's bug classes as one-line bugs in copies of real implementations.
+
+Each :class:`Mutant` names its bug class and a public reference — a bug
+report or fix in a real project where the same mistake shipped — and builds a
+:class:`~fuzz.targets.Target` that a campaign must kill. Three kinds:
+
+* ``py-ring``: the source of :class:`impl.mutants.slot_ring.SlotRing` (a
+  preallocated slot ring as engines write it) with one line replaced;
+* ``c-ring``: a copy of ``csrc/ringkv.c`` / ``csrc/ringkv_index.h`` with one
+  line replaced, compiled with ``cc`` into a cache directory and loaded
+  through the ``c:`` ABI target;
+* ``decoder``: the decoder mutants of :mod:`impl.mutants.decoder_mutants`
+  (wrong RoPE position, W + 1 keys, mask diagonal), wrapped when present.
+
+Every edit is textual and exact: if the line a mutant replaces is not in the
+current source (the implementation was refactored), building the mutant
+fails loudly instead of silently fuzzing the unmodified code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from fuzz.targets import CacheTarget, Target, TargetUnavailable
+
+ROOT = Path(__file__).resolve().parents[2]
+CSRC = ROOT / "csrc"
+
+
+class MutantError(RuntimeError):
+    """A mutant that cannot be built because its source edit no longer applies."""
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    bug_class: str
+    reference: str
+    description: str
+    kind: str
+    build: Callable[[], Target] = field(repr=False, compare=False)
+    #: The edit, for the catalogue listing: (file, original line, mutated line).
+    edit: tuple[str, str, str] | None = None
+
+    def make_target(self) -> Target:
+        """The mutant as a campaign target; raises :class:`TargetUnavailable` when it cannot run here."""
+        return self.build()
+
+
+def apply_edit(source: str, old: str, new: str, where: str) -> str:
+    """Replace the one occurrence of ``old`` with ``new``; fail loudly when it is missing or ambiguous."""
+    count = source.count(old)
+    if count != 1:
+        raise MutantError(f"{where}: expected exactly one occurrence of {old.strip()!r}, found {count}; "
+                          "the implementation changed, update the mutant")
+    return source.replace(old, new)
+
+
+# ---------------------------------------------------------------------------
+# Python ring mutants: SlotRing with one line replaced
+
+_PY_CACHE: dict[str, type] = {}
+
+
+def _py_ring_class(name: str, old: str, new: str) -> type:
+    if name not in _PY_CACHE:
+        from impl.mutants import slot_ring
+
+        src = apply_edit(inspect.getsource(slot_ring), old, new, f"mutant {name} (impl/mutants/slot_ring.py)")
+        ns: dict = {"__name__": f"impl.mutants._mutant_{name.replace('-', '_')}"}
+        exec(compile(src, f"<mutant {name} of impl/mutants/slot_ring.py>", "exec"), ns)  # noqa: S102
+        _PY_CACHE[name] = ns["SlotRing"]
+    return _PY_CACHE[name]
+
+
+def py_ring_mutant(name: str, bug_class: str, reference: str, description: str, old: str, new: str) -> Mutant:
+    def build() -> Target:
+        return CacheTarget(f"mutant:{name}", _py_ring_class(name, old, new))
+
+    return Mutant(name, bug_class, reference, description, "py-ring", build,
+                  ("impl/mutants/slot_ring.py", old.strip(), new.strip()))
+
+
+# ---------------------------------------------------------------------------
+# C ring mutants: a copy of csrc/ with one line replaced, compiled into a cache dir
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("KVWINDOW_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kvwindow")
+    return Path(base) / "mutants"
+
+
+def build_c_mutant(name: str, file: str, old: str, new: str) -> Path:
+    """Copy ``csrc/ringkv.c`` and its headers, apply the edit to ``file``, compile a shared library.
+
+    The library lands in a directory named by the hash of the mutated sources,
+    so an unchanged mutant is compiled once and a changed ring is recompiled.
+    """
+    ring_c = CSRC / "ringkv.c"
+    if not ring_c.exists():
+        raise TargetUnavailable("csrc/ringkv.c is not present (the C ring has not landed)")
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        raise TargetUnavailable("no C compiler (cc/gcc) on PATH")
+    sources = {p.name: p.read_text() for p in [ring_c, *sorted(CSRC.glob("*.h"))]}
+    if file not in sources:
+        raise MutantError(f"mutant {name}: csrc/{file} does not exist")
+    sources[file] = apply_edit(sources[file], old, new, f"mutant {name} (csrc/{file})")
+    digest = hashlib.sha256(repr(sorted(sources.items())).encode()).hexdigest()[:16]
+    out = cache_dir() / f"{name}-{digest}"
+    lib = out / "libringkv_mutant.so"
+    if lib.exists():
+        return lib
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    tmp.mkdir(parents=True, exist_ok=True)
+    for fname, text in sources.items():
+        (tmp / fname).write_text(text)
+    cmd = [cc, "-O1", "-std=c11", "-shared", "-fPIC", "-I", str(tmp), "-o", str(tmp / lib.name),
+           str(tmp / "ringkv.c")]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise MutantError(f"mutant {name}: compiling failed: {proc.stderr.strip()[:500]}")
+    try:
+        os.replace(tmp, out)
+    except OSError:  # another process built it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return lib
+
+
+def c_ring_mutant(name: str, bug_class: str, reference: str, description: str, file: str,
+                  old: str, new: str) -> Mutant:
+    def build() -> Target:
+        lib = build_c_mutant(name, file, old, new)
+        try:
+            from fuzz.ring_targets import make_c_library
+        except ModuleNotFoundError as e:
+            raise TargetUnavailable(f"the c: ABI target is not available ({e})") from e
+        target = make_c_library(str(lib))
+        target.name = f"mutant:{name}"
+        return target
+
+    return Mutant(name, bug_class, reference, description, "c-ring", build, (f"csrc/{file}", old.strip(), new.strip()))
+
+
+# ---------------------------------------------------------------------------
+# The catalogue
+
+FA_WINDOW = "https://github.com/huggingface/transformers/issues/39408"
+REACHES_W = "https://github.com/huggingface/transformers/issues/37574"
+WRAPAROUND = "https://github.com/huggingface/transformers/pull/47708"
+RESET = "https://github.com/huggingface/transformers/pull/31917"
+CHUNK = "https://github.com/ml-explore/mlx-lm/issues/1914"
+CACHE_POS = "https://github.com/Sudharsanselvaraj/Token-Print/pull/268"
+RING_STATE = "https://github.com/Blaizzy/mlx-vlm/issues/1715"
+ONE_TOO_FEW = "https://github.com/lightseekorg/tokenspeed/pull/578"
+SLICE = "https://github.com/EricLBuehler/mistral.rs/issues/246"
+
+PY_RING = [
+    py_ring_mutant(
+        "ring-evict-before-append", "evict-before-append (head/tail order)", WRAPAROUND,
+        "when full, advances head before overwriting, so the write lands on the second-oldest slot",
+        "            self._write(self.head, p, key, value)\n            self.head = (self.head + 1) % self.w\n",
+        "            self.head = (self.head + 1) % self.w\n            self._write(self.head, p, key, value)\n"),
+    py_ring_mutant(
+        "ring-keeps-W+1", "window edge off by one (W+1 keys)", FA_WINDOW,
+        "allocates and keeps W+1 slots, like passing window_size=(W, 0) to FlashAttention",
+        "        self.w = window\n", "        self.w = window + 1\n"),
+    py_ring_mutant(
+        "ring-full-at-W-1", "window edge off by one (W-1 keys)", ONE_TOO_FEW,
+        "treats the ring as full one slot early, so it holds W-1 keys",
+        "        if self.size < self.w:\n", "        if self.size < self.w - 1:\n"),
+    py_ring_mutant(
+        "ring-full-check-le", "boundary at length == W (strict vs non-strict)", REACHES_W,
+        "'not full' test uses <=, so the W+1-th token is appended over the head instead of evicting",
+        "        if self.size < self.w:\n", "        if self.size <= self.w:\n"),
+    py_ring_mutant(
+        "ring-garbage-before-full", "garbage read before the window is full", WRAPAROUND,
+        "reads all W slots from head, returning zero-filled slots before the ring is full",
+        "        for i in range(self.size):\n", "        for i in range(self.w):\n"),
+    py_ring_mutant(
+        "ring-reset-keeps-size", "reset leaves stale entries", RESET,
+        "reset rewinds the position counter and head but not the fill count, so old entries stay readable",
+        "        self.size = 0\n", "        self.size = self.size\n"),
+    py_ring_mutant(
+        "ring-reset-keeps-window", "reset leaves stale state (window)", RING_STATE,
+        "reset reuses the old window once one is set, so a new stream with another window is cut wrongly",
+        "        self.w = window\n", "        self.w = self.w or window\n"),
+    py_ring_mutant(
+        "ring-position-is-cache-length", "absolute position replaced by cache length", CACHE_POS,
+        "stamps the new token with the cache length, which stops growing at W (RoPE at the wrong position)",
+        "        p = self.n  # the absolute position of the new token, never the cache length\n",
+        "        p = self.size  # the absolute position of the new token, never the cache length\n"),
+    py_ring_mutant(
+        "ring-position-is-slot", "absolute position replaced by slot index", CACHE_POS,
+        "reports the slot index as the entry's position, right only until the first wrap",
+        "            out.append((int(self.pos[slot]), self.k[slot], self.v[slot]))\n",
+        "            out.append((slot, self.k[slot], self.v[slot]))\n"),
+    py_ring_mutant(
+        "ring-chunk-keeps-first-W", "prefill chunk longer than W", SLICE,
+        "a chunk longer than the window keeps its first W entries instead of its last W",
+        "        for e in entries[skip:]:\n", "        for e in entries[:self.w]:\n"),
+    py_ring_mutant(
+        "ring-chunk-loses-skipped", "prefill chunk longer than W (positions)", CHUNK,
+        "the long-chunk fast path drops entries without counting them, so later positions shift",
+        "        self.n += skip\n", "        self.n += 0\n"),
+]
+
+#: C mutants edit the shared index math or the ring itself; the snippet must exist verbatim.
+C_RING = [
+    c_ring_mutant(
+        "c-chunk-keeps-one-too-few", "prefill chunk longer than W", CHUNK,
+        "the first kept entry of a long chunk is k - w + 1: its slot keeps a stale entry",
+        "ringkv_index.h",
+        "{ return k > w ? k - w : 0; }", "{ return k > w ? k - w + 1 : 0; }"),
+    c_ring_mutant(
+        "c-len-W+1", "window edge off by one (W+1 keys)", FA_WINDOW,
+        "the fill count saturates at w + 1 instead of w, so a read returns one key too many",
+        "ringkv_index.h",
+        "{ return n < w ? n : w; }", "{ return n <= w ? n : w + 1; }"),
+    c_ring_mutant(
+        "c-read-from-slot-0", "garbage read / wrong order after wrap", WRAPAROUND,
+        "logical index i is read from slot i, ignoring where the oldest entry is",
+        "ringkv_index.h",
+        "return rkv_slot(rkv_oldest(n, w) + i, w);", "return rkv_slot(i, w);"),
+    c_ring_mutant(
+        "c-reset-keeps-n", "reset leaves stale entries", RESET,
+        "reset swaps the buffers but never rewinds the token count",
+        "ringkv.c",
+        "  r->n = 0;\n  return RINGKV_OK;\n}\n\nstatic void write_slot",
+        "  return RINGKV_OK;\n}\n\nstatic void write_slot"),
+    c_ring_mutant(
+        "c-position-is-cache-length", "absolute position replaced by cache length", CACHE_POS,
+        "a slot is stamped with the cache length instead of the token's position",
+        "ringkv.c",
+        "  r->pos[s] = pos;\n", "  r->pos[s] = rkv_len(r->n, r->w);\n"),
+]
+
+
+def _decoder_mutants() -> list[Mutant]:
+    """Wrap :mod:`impl.mutants.decoder_mutants` when it exists (its own engineer writes it)."""
+    try:
+        mod = importlib.import_module("impl.mutants.decoder_mutants")
+    except ModuleNotFoundError as e:
+        if e.name and e.name.startswith("impl.mutants.decoder_mutants"):
+            return []
+        raise
+    items = getattr(mod, "MUTANTS", None) or getattr(mod, "CATALOGUE", None) or []
+    out = []
+    for m in items:
+        if isinstance(m, Mutant):
+            out.append(m)
+            continue
+        maker = getattr(m, "make_target", None) or getattr(m, "build", None)
+        out.append(Mutant(
+            getattr(m, "name"), getattr(m, "bug_class", "decoder"), getattr(m, "reference", ""),
+            getattr(m, "description", ""), "decoder", maker))
+    return out
+
+
+def catalogue() -> list[Mutant]:
+    """Every mutant, Python ring first, then C ring, then decoder."""
+    return [*PY_RING, *C_RING, *_decoder_mutants()]
+
+
+def select(names: list[str] | None) -> list[Mutant]:
+    """The mutants named (exact name, or a prefix such as ``ring-`` / ``c-``); all when ``names`` is empty."""
+    allm = catalogue()
+    if not names:
+        return allm
+    out = []
+    for n in names:
+        hit = [m for m in allm if m.name == n] or [m for m in allm if m.name.startswith(n)]
+        if not hit:
+            raise KeyError(f"unknown mutant {n!r}; known: {', '.join(m.name for m in allm)}")
+        out.extend(m for m in hit if m not in out)
+    return out
+
+
+if __name__ == "__main__":  # pragma: no cover - a quick listing
+    for m in catalogue():
+        print(f"{m.name:32s} {m.kind:8s} {m.bug_class:45s} {m.reference}")
+    sys.exit(0)
