@@ -1,0 +1,53 @@
+"""The C ring as fuzz targets: ``ring-c`` (compiled at install) and ``c:PATH.so`` (bring your own).
+
+Both are :class:`fuzz.targets.CacheTarget` over :class:`impl.ring.CRing`, so
+they run the same op loop and the same contents check as every other cache;
+``c:PATH.so`` only swaps the backend for a library loaded in cffi ABI mode.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from fuzz.targets import CacheTarget, Target, TargetUnavailable
+
+#: Payload width the campaign pushes (``SpecStream`` default).
+WIDTH = 4
+
+
+def make_ring_c() -> Target:
+    """Target ``ring-c``: the library built from ``csrc/ringkv.c`` by ``pip install``."""
+    try:
+        from impl.ring import CRing, api_backend
+
+        api_backend()
+    except ImportError as e:
+        raise TargetUnavailable(f"the C ring module impl._ringkv is not built ({e}); "
+                                "reinstall with a C compiler: pip install -e .") from e
+    return CacheTarget("ring-c", functools.partial(CRing, WIDTH), width=WIDTH)
+
+
+def make_c_library(path: str) -> Target:
+    """Target ``c:PATH``: any shared library implementing ``csrc/ringkv.h``.
+
+    Raises :class:`fuzz.registry.TargetError` (a usage error) naming the path and,
+    when a function is missing, the symbol."""
+    from fuzz.registry import TargetError  # lazy: registry imports this module lazily too
+
+    from impl.ring import CRing, LibraryError, load_library
+
+    if not path:
+        raise TargetError("c:PATH: give the path of a shared library, e.g. c:csrc/build/libringkv.so")
+    p = Path(path)
+    if not p.exists():
+        raise TargetError(f"c:{path}: no such file")
+    if not p.is_file():
+        raise TargetError(f"c:{path}: not a file")
+    # dlopen treats a bare name as a search-path lookup; a path with a slash loads exactly that file.
+    where = str(p if p.is_absolute() or "/" in path else Path(".") / p)
+    try:
+        backend = load_library(where)
+    except LibraryError as e:
+        raise TargetError(f"c:{path}: {e}") from e
+    return CacheTarget(f"c:{path}", functools.partial(CRing, WIDTH, backend=backend), width=WIDTH)
