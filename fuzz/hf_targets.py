@@ -1,0 +1,195 @@
+"""Hugging Face transformers as campaign targets: two cache layers and two models.
+
+* ``hf-dynamic`` / ``hf-static`` — one sliding-window layer driven through
+  ``update`` with the campaign's K/V payloads. After every op the adapter checks
+  (1) the rows ``update`` returned for attention contain every key the chunk's
+  queries attend to (version-independent), (2) returned and stored rows equal
+  the convention pinned from the installed release's source
+  (:mod:`impl.hf.conventions`: e.g. the 5.x dynamic layer stores
+  ``lastWindow (W-1)``, the static one ``lastWindow W``), and (3) on the 5.x
+  API, the rows ``get_mask_sizes`` advertises are the rows returned.
+* ``hf-mistral`` / ``hf-gemma2`` — tiny random-weight models driven like users
+  do (see :mod:`impl.hf.models`), every step's logits held to this project's
+  own full-mask forward (:mod:`impl.hf.reference`).
+
+Cases that hit a written-up finding (:mod:`impl.hf.findings`) are left out
+unless ``strict=True``; ``versions()`` reports transformers and torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from fuzz.ops import Chunk, Op, Push, Reset, SpecStream
+from fuzz.targets import Mismatch, RunStats, Target, TargetUnavailable
+
+
+def _hf():
+    try:
+        from impl.hf import compat
+    except ModuleNotFoundError as e:  # torch missing
+        raise TargetUnavailable(f"module {e.name} is not installed") from e
+    try:
+        return compat.info()
+    except compat.HFUnavailable as e:
+        raise TargetUnavailable(str(e)) from e
+
+
+def _skip_known(target: "Target", kind: str, api: str, window: int, ops: Sequence[Op]) -> None:
+    """Leave out a case that hits a known finding: Hypothesis discards it; elsewhere it raises."""
+    from impl.hf.findings import known_hit
+
+    f = known_hit(kind, api, window, ops)
+    if f is None:
+        return
+    try:
+        from hypothesis.control import currently_in_test_context
+        inside = currently_in_test_context()
+    except ImportError:  # pragma: no cover - old hypothesis
+        inside = False
+    if inside:
+        from hypothesis import reject
+
+        reject()
+    raise KnownFinding(f"{target.name}: case hits known finding {f.id} ({f.doc}); run with strict=True to drive it")
+
+
+class KnownFinding(RuntimeError):
+    """A case that exercises a documented finding, run on a non-strict target outside Hypothesis."""
+
+
+def _known_reason(kind: str, api: str, window: int, ops: Sequence[Op]) -> Optional[str]:
+    from impl.hf.findings import known_hit
+
+    f = known_hit(kind, api, window, ops)
+    return None if f is None else f"hits known finding {f.id} ({f.doc})"
+
+
+class HFCacheTarget(Target):
+    """``hf-dynamic`` (kind ``"dynamic"``) or ``hf-static`` (kind ``"static"``)."""
+
+    kind = "cache"
+    max_window = 64
+    max_tokens = 200
+
+    def __init__(self, cache_kind: str, *, strict: bool = False, window_shift: int = 0,
+                 layer_class: Optional[type] = None, name: Optional[str] = None, width: int = 4):
+        self.info = _hf()
+        self.cache_kind, self.strict, self.window_shift = cache_kind, strict, window_shift
+        self.layer_class, self.width = layer_class, width
+        self.name = name or f"hf-{cache_kind}"
+
+    def versions(self) -> dict[str, str]:
+        return self.info.versions()
+
+    def accepts(self, window: int, ops: Sequence[Op]) -> Optional[str]:
+        why = super().accepts(window, ops)
+        if why is None and not self.strict:
+            why = _known_reason(self.cache_kind, self.info.api, window, ops)
+        return why
+
+    def _driver(self, window: int):
+        from impl.hf.caches import LayerDriver
+
+        return LayerDriver(self.cache_kind, window, self.width, window_shift=self.window_shift,
+                           layer_class=self.layer_class)
+
+    def run(self, window: int, ops: Sequence[Op]) -> RunStats:
+        if not self.strict:
+            _skip_known(self, self.cache_kind, self.info.api, window, ops)
+        import numpy as np
+
+        from impl.hf.caches import decode_rows
+        from impl.hf.conventions import required_for_attention
+
+        spec = SpecStream(window, self.width)
+        stats = RunStats()
+        drv = self._driver(window)
+        table: dict[tuple, int] = {}
+        for i, op in enumerate(ops):
+            if isinstance(op, Reset):
+                if op.window == drv.window:
+                    drv.reset()  # HF's own reset on the same object
+                else:
+                    drv = self._driver(op.window)
+                stats.phases |= spec.apply(op)
+                table = {}
+                self._check_stored(drv, spec, table, i, op)
+                continue
+            k = 1 if isinstance(op, Push) else op.n
+            n = spec.n
+            entries = spec.new_entries(k)
+            for p, key, val in entries:
+                table[tuple(key.astype(np.float64).tolist())] = p
+                table[("v",) + tuple(val.astype(np.float64).tolist())] = p
+            want_mask = drv.expected_mask_rows(n, k)
+            got_mask = drv.mask_rows(k)
+            keys = np.stack([e[1] for e in entries]).astype(np.float64) if k else np.zeros((0, self.width))
+            vals = np.stack([e[2] for e in entries]).astype(np.float64) if k else np.zeros((0, self.width))
+            try:
+                rk, rv = drv.update(keys, vals)
+            except Exception as e:  # noqa: BLE001 - a crash on a valid op is a disagreement too
+                raise Mismatch(self.name, i, op, f"update() with {k} rows after {n} tokens raised "
+                                                 f"{type(e).__name__}: {e}") from e
+            stats.phases |= spec.apply(op)
+            stats.steps += k
+            returned = decode_rows(rk, rv, table)
+            want_ret, _ = drv.convention(n, k)
+            need = required_for_attention(n, k, drv.window)
+            missing = [p for p in need if p not in returned]
+            if k and missing:
+                raise Mismatch(self.name, i, op, f"update() returned rows for positions {returned}; attention "
+                                                 f"over window W={drv.window} also needs {missing}")
+            if returned != want_ret:
+                raise Mismatch(self.name, i, op, f"update() returned positions {returned}, pinned convention "
+                                                 f"({self.info.api}/{self.cache_kind}, n={n}, k={k}, W={drv.window}) "
+                                                 f"says {want_ret}")
+            if got_mask is not None and want_mask is not None and got_mask != want_mask:
+                raise Mismatch(self.name, i, op, f"get_mask_sizes({k}) advertises positions {got_mask}, "
+                                                 f"pinned convention says {want_mask}")
+            if got_mask is not None and k and len(got_mask) != len(returned):
+                raise Mismatch(self.name, i, op, f"get_mask_sizes({k}) advertises {len(got_mask)} rows but "
+                                                 f"update() returned {len(returned)}")
+            self._check_stored(drv, spec, table, i, op)
+        return stats
+
+    def _check_stored(self, drv, spec: SpecStream, table: dict, i: int, op: Op) -> None:
+        from impl.hf.caches import decode_rows
+        import pyspec
+
+        sk, sv = drv.stored()
+        stored = decode_rows(sk, sv, table)
+        _, want = drv.convention(spec.n, 0) if spec.n else ([], [])
+        if spec.n == 0:
+            want = [None] * len(stored) if all(s is None for s in stored) else []
+        # Tie the pinned convention to the spec explicitly: the real rows are a lastWindow.
+        real = [p for p in want if p is not None]
+        assert real == pyspec.last_window(len(real), range(spec.n)), "convention is not a lastWindow"
+        if stored != want:
+            raise Mismatch(self.name, i, op, f"stores positions {stored}, pinned convention "
+                                             f"({self.info.api}/{self.cache_kind}, W={drv.window}, n={spec.n}) "
+                                             f"says {want} (spec lastWindow W: {spec.cache})")
+
+
+def make_hf_dynamic() -> Target:
+    return HFCacheTarget("dynamic")
+
+
+def make_hf_static() -> Target:
+    return HFCacheTarget("static")
+
+
+def make_hf_mistral() -> Target:
+    from impl.hf.models import HFModelTarget  # noqa: F401 - imported lazily (torch, transformers)
+
+    _hf()
+    from impl.hf.models import make_target
+
+    return make_target("mistral")
+
+
+def make_hf_gemma2() -> Target:
+    _hf()
+    from impl.hf.models import make_target
+
+    return make_target("gemma2")

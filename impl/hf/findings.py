@@ -1,0 +1,83 @@
+"""Known disagreements between transformers and the spec, each written up in ``docs/findings/``.
+
+A target built with ``strict=False`` (the default for campaigns) leaves out
+the cases that hit a finding listed here for the installed cache API, so a
+campaign keeps exploring everything else instead of re-finding the same bug
+every run; ``strict=True`` drives them too (that is how the findings are
+reproduced in ``tests/test_hf_findings.py``). Each predicate looks only at
+the case (window + ops), never at results, so leaving a case out cannot hide
+a new bug in a case that does not match it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from fuzz.ops import Chunk, Op, Push, Reset
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    doc: str
+    #: (target kind, cache API) pairs it applies to; kind is "dynamic", "static", "mistral", "gemma2".
+    applies: frozenset[tuple[str, str]]
+    #: Does the case (window, ops) exercise it?
+    hits: Callable[[int, Sequence[Op]], bool]
+
+
+def segments(window: int, ops: Sequence[Op]):
+    """Yield ``(window, n_before, op)`` for every op that feeds tokens."""
+    w, n = window, 0
+    for op in ops:
+        if isinstance(op, Reset):
+            w, n = op.window, 0
+            continue
+        k = 1 if isinstance(op, Push) else op.n
+        yield w, n, op
+        n += k
+
+
+def _window_one(window: int, ops: Sequence[Op]) -> bool:
+    return any(w == 1 and (isinstance(op, Push) or op.n > 0) for w, _, op in segments(window, ops))
+
+
+def _empty_update_when_full(window: int, ops: Sequence[Op]) -> bool:
+    return any(isinstance(op, Chunk) and op.n == 0 and n >= w for w, n, op in segments(window, ops))
+
+
+def _legacy_not_prefill_then_decode(window: int, ops: Sequence[Op]) -> bool:
+    """4.45 sliding buffers are right only for: one prefill of >= W tokens at the start of a stream
+    (or none, staying below W - 1 tokens), then single-token decoding."""
+    for w, n, op in segments(window, ops):
+        k = 1 if isinstance(op, Push) else op.n
+        if k == 0:
+            continue
+        first = n == 0
+        if first and k >= w:
+            continue  # the supported prefill
+        if n >= w and k == 1:
+            continue  # decoding on a full buffer
+        if n + k <= w - 1 and (first or k == 1):
+            continue  # filling, never touching the last slot
+        return True
+    return False
+
+
+FINDINGS = (
+    Finding("hf-sliding-window-1", "docs/findings/hf-sliding-window-1.md",
+            frozenset({("dynamic", "layers"), ("mistral", "layers"), ("gemma2", "layers")}), _window_one),
+    Finding("hf-static-sliding-empty-update", "docs/findings/hf-static-sliding-empty-update.md",
+            frozenset({("static", "layers")}), _empty_update_when_full),
+    Finding("hf-445-sliding-cache", "docs/findings/hf-445-sliding-cache.md",
+            frozenset({("static", "legacy"), ("gemma2", "legacy")}), _legacy_not_prefill_then_decode),
+)
+
+
+def known_hit(kind: str, api: str, window: int, ops: Sequence[Op]) -> Finding | None:
+    """The first finding that applies to this target and API and that the case exercises."""
+    for f in FINDINGS:
+        if (kind, api) in f.applies and f.hits(window, ops):
+            return f
+    return None
