@@ -292,12 +292,12 @@ def kill_table(console, results, baseline: bool) -> None:
     for col in ("mutant", "class", "killed", "examples", "steps", "seconds"):
         t.add_column(col, justify="right" if col in ("examples", "steps", "seconds") else "left")
     if baseline:
-        for col in ("uniform ex", "uniform steps", "ratio"):
+        for col in ("uniform ex", "uniform steps", "ex ratio", "steps ratio"):
             t.add_column(col, justify="right")
     t.add_column("shrunk seed")
     for k in results:
         if not k.available:
-            t.add_row(k.name, k.bug_class, "n/a", "", "", "", *([""] * 3 if baseline else []), k.reason[:60])
+            t.add_row(k.name, k.bug_class, "n/a", "", "", "", *([""] * 4 if baseline else []), k.reason[:60])
             continue
         row = [k.name, k.bug_class, "[green]yes[/]" if k.killed else "[bold red]NO[/]",
                str(k.examples) if k.killed else f">{k.examples_run}", str(k.steps or ""),
@@ -305,11 +305,15 @@ def kill_table(console, results, baseline: bool) -> None:
         if baseline:
             row += [str(k.baseline_examples) if k.baseline_killed else f">{k.baseline_examples_run}",
                     str(k.baseline_steps or ""),
-                    f"{k.ratio:.1f}x" if k.ratio is not None else ("inf" if k.killed and not k.baseline_killed else "")]
+                    f"{k.ratio:.1f}x" if k.ratio is not None else ("inf" if k.killed and not k.baseline_killed else ""),
+                    f"{k.steps_ratio:.1f}x" if k.steps_ratio is not None else ""]
         row.append(f"W={k.window} {k.ops or '(no ops)'}" if k.killed else "")
         t.add_row(*row)
     console.print(t)
     avail = [k for k in results if k.available]
+    if baseline:
+        console.print("ratios are uniform / biased: examples-to-kill and steps (tokens pushed) to kill; "
+                      "inf = the uniform tester never killed it")
     console.print(f"killed {sum(k.killed for k in avail)}/{len(avail)} available mutants"
                   + (f" ({len(results) - len(avail)} unavailable)" if len(avail) < len(results) else ""))
 

@@ -247,24 +247,45 @@ C_RING = [
 ]
 
 
+MASK_DIAG = "https://github.com/flashinfer-ai/flashinfer/pull/348"
+WRONG_POS = "https://github.com/mybigday/llama.rn/issues/396"
+EDGE_MASK = "https://github.com/zml/zml/pull/763"
+
+#: Public references for the decoder mutants (impl/mutants/decoder_mutants.py names them).
+DECODER_REFS = {
+    "cache-length-position": CACHE_POS,
+    "keeps-w-plus-1": FA_WINDOW,
+    "rope-at-slot": WRONG_POS,
+    "full-mask-diagonal": MASK_DIAG,
+    "window-edge-mask": EDGE_MASK,
+}
+
+
 def _decoder_mutants() -> list[Mutant]:
-    """Wrap :mod:`impl.mutants.decoder_mutants` when it exists (its own engineer writes it)."""
+    """Wrap :mod:`impl.mutants.decoder_mutants` (its own engineer writes it) when it imports here."""
     try:
         mod = importlib.import_module("impl.mutants.decoder_mutants")
-    except ModuleNotFoundError as e:
-        if e.name and e.name.startswith("impl.mutants.decoder_mutants"):
-            return []
-        raise
-    items = getattr(mod, "MUTANTS", None) or getattr(mod, "CATALOGUE", None) or []
+    except ImportError as e:
+        reason = f"{type(e).__name__}: {e}"
+
+        def unavailable() -> Target:
+            raise TargetUnavailable(f"decoder mutants unavailable ({reason})")
+
+        return [Mutant("decoder-*", "decoder", "", reason, "decoder", unavailable)]
     out = []
-    for m in items:
-        if isinstance(m, Mutant):
-            out.append(m)
-            continue
-        maker = getattr(m, "make_target", None) or getattr(m, "build", None)
-        out.append(Mutant(
-            getattr(m, "name"), getattr(m, "bug_class", "decoder"), getattr(m, "reference", ""),
-            getattr(m, "description", ""), "decoder", maker))
+    for name, dm in getattr(mod, "DECODER_MUTANTS", {}).items():
+        def build(name=name) -> Target:
+            from fuzz.decoder_target import make_decoder
+
+            target = make_decoder(mutant=name)
+            target.name = f"mutant:decoder-{name}"
+            return target
+
+        try:
+            doc = dm.doc
+        except Exception:  # noqa: BLE001
+            doc = ""
+        out.append(Mutant(f"decoder-{name}", dm.bug_class, DECODER_REFS.get(name, ""), doc, "decoder", build))
     return out
 
 

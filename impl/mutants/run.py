@@ -47,9 +47,17 @@ class KillResult:
             return None
         return self.baseline_examples / self.examples
 
+    @property
+    def steps_ratio(self) -> float | None:
+        """Baseline tokens-to-kill over biased tokens-to-kill: the work each tester spent."""
+        if not (self.killed and self.baseline_killed) or not self.steps or self.baseline_steps is None:
+            return None
+        return self.baseline_steps / self.steps
+
     def to_json(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d["ratio"] = self.ratio
+        d["steps_ratio"] = self.steps_ratio
         return d
 
 
@@ -70,9 +78,17 @@ def run_mutants(
     """A campaign of ``time_per`` seconds (or ``max_examples``) against each mutant.
 
     With ``baseline`` the same mutant is also run against :func:`fuzz.strategies.uniform_cases`
-    under the same budget. Unavailable mutants (no C ring, no torch) are
+    under the same budget. ``mode`` picks what runs: ``"biased"`` (the harness's
+    strategies; the default), ``"uniform"`` (only the naive baseline, reported
+    in the main fields ``killed``/``examples``/``seconds``) or ``"both"`` (what
+    ``baseline=True`` means: biased in the main fields, the baseline in
+    ``baseline_*``). ``seed_dir`` is an alias of ``seeds_dir``. Unavailable mutants (no C ring, no torch) are
     reported with the reason, not skipped silently.
     """
+    seeds_dir = seeds_dir if seeds_dir is not None else seed_dir
+    mode = mode or ("both" if baseline else "biased")
+    if mode not in ("biased", "uniform", "both"):
+        raise ValueError(f"mode must be biased, uniform or both, got {mode!r}")
     out = []
     for m in (mutants if mutants is not None else select(only)):
         kr = KillResult(m.name, m.bug_class, m.kind, m.reference)
