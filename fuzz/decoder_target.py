@@ -113,8 +113,9 @@ class DecoderTarget(Target):
         n = spec.n
         if cache.next_position() != n:
             raise Mismatch(self.name, i, op, f"next position {cache.next_position()} != tokens seen {n}")
+        snaps = cache.snapshot()
         for layer, w in enumerate(cache.windows):
-            got = cache.snapshot()[layer].positions
+            got = snaps[layer].positions
             want = list(spec.cache) if w == spec.window else list(range(n))
             if w is not None and w != spec.window:
                 raise Mismatch(self.name, i, op, f"layer {layer} window {w} != stream window {spec.window}")

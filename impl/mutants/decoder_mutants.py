@@ -42,7 +42,8 @@ class KeepsWPlusOneStore(TorchRingStore):
 
 
 class KeepsWPlusOneCache(RingKVCache):
-    """Cache whose sliding layers keep ``W + 1`` entries (see :class:`KeepsWPlusOneStore`)."""
+    """Bug class: window edge off by one in storage — a cache whose sliding layers keep ``W + 1``
+    entries (see :class:`KeepsWPlusOneStore`)."""
 
     store_cls = KeepsWPlusOneStore
 
