@@ -1,0 +1,34 @@
+# Build the CUDA ring KV cache library (separate from csrc/Makefile, which builds the C ring).
+#
+#   make -f csrc/cuda.mk                 -> csrc/build/libringkv_cuda.so  (sm_80 + sm_90 + PTX)
+#   make -f csrc/cuda.mk check           -> compile-only check for sm_80 and sm_90, warnings as errors
+#   make -f csrc/cuda.mk CUDA_ARCHS="90" -> one arch only
+#
+# Nothing here runs at pip install: impl/cuda_ring.py:build() calls this when nvcc exists.
+CSRC        := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
+NVCC        ?= nvcc
+CUDA_ARCHS  ?= 80 90
+PTX_ARCH    ?= $(lastword $(CUDA_ARCHS))
+GENCODE     := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
+NVCCFLAGS   ?= -O3 -std=c++17 --threads 2 -Xcompiler -Wall,-Wextra,-fPIC
+BUILD       := $(CSRC)/build
+LIB         := $(BUILD)/libringkv_cuda.so
+SRCS        := $(CSRC)/ringkv_cuda.cu
+DEPS        := $(SRCS) $(CSRC)/ringkv_cuda.h $(CSRC)/ringkv_index.h
+
+.PHONY: all check clean-cuda
+
+all: $(LIB)
+
+$(LIB): $(DEPS)
+	@mkdir -p $(BUILD)
+	$(NVCC) $(NVCCFLAGS) $(GENCODE) -gencode arch=compute_$(PTX_ARCH),code=compute_$(PTX_ARCH) \
+	  -shared -o $@ $(SRCS)
+
+# CI: compile for sm_80 and sm_90 (no GPU needed); any host or device warning fails.
+check: $(DEPS)
+	@mkdir -p $(BUILD)
+	$(NVCC) $(NVCCFLAGS) -Werror all-warnings -Xcompiler -Werror $(GENCODE) -c -o $(BUILD)/ringkv_cuda_check.o $(SRCS)
+
+clean-cuda:
+	rm -f $(LIB) $(BUILD)/ringkv_cuda_check.o
