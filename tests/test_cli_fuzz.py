@@ -1,0 +1,156 @@
+"""kvwindow fuzz: target listing, JSON report, plain progress lines, bad input (exit 2), Ctrl-C, bench/prove wiring."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fuzz import seeds
+from fuzz.cli import main
+from fuzz.ops import PHASES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class NoContents:
+    """A cache missing contents(): the py: target must be refused naming the method."""
+
+    def reset(self, window): ...
+    def push(self, pos, key, value): ...
+    def push_chunk(self, entries): ...
+
+
+def run(capsys, *argv):
+    rc = main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_list_targets_says_why(capsys):
+    rc, out, _ = run(capsys, "fuzz", "--list-targets")
+    assert rc == 0
+    lines = {ln.split()[0]: ln for ln in out.splitlines()}
+    assert "available" in lines["pyring"]
+    for name, line in lines.items():
+        if "unavailable" in line:
+            assert line.split("unavailable:", 1)[1].strip(), f"{name} gives no reason"
+
+
+def test_report_and_plain_progress(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("KVWINDOW_PROGRESS_INTERVAL", "0.3")
+    rep = tmp_path / "r.json"
+    rc, out, _ = run(capsys, "fuzz", "--target", "pyring", "--target", "py:impl.mutants.slot_ring:SlotRing",
+                     "--time", "3", "--seed", "1", "--report", str(rep), "--seeds-dir", str(tmp_path / "s"),
+                     "--db", str(tmp_path / "db"))
+    assert rc == 0
+    progress = [ln for ln in out.splitlines() if "examples=" in ln]
+    assert len(progress) >= 3  # periodic plain lines, no terminal control codes
+    assert "\x1b[" not in out
+    assert "summary" in out and "steps/s" in out
+    doc = json.loads(rep.read_text())
+    assert doc["exit_code"] == 0 and doc["failures"] == []
+    assert {t["name"] for t in doc["targets"]} == {"pyring", "py:impl.mutants.slot_ring:SlotRing"}
+    for t in doc["targets"]:
+        assert t["examples"] > 0 and t["steps"] > 0 and t["examples_per_s"] > 0 and t["steps_per_s"] > 0
+        assert set(t["phases"]) == set(PHASES)
+        assert "versions" in t
+    assert doc["machine"]["cpus"] and doc["machine"]["python"]
+
+
+def test_failure_prints_replay_command_and_saves_seed(tmp_path, capsys):
+    sd = tmp_path / "seeds"
+    rep = tmp_path / "r.json"
+    rc, out, _ = run(capsys, "fuzz", "--target", "py:tests.test_campaign_pyring:ReadsFromSlotZero", "--time", "20",
+                     "--seed", "0", "--seeds-dir", str(sd), "--report", str(rep), "--db", str(tmp_path / "db"))
+    assert rc == 1
+    files = list(sd.glob("*.json"))
+    assert len(files) == 1
+    assert f"kvwindow replay {files[0]} --target py:tests.test_campaign_pyring:ReadsFromSlotZero" in out
+    doc = json.loads(rep.read_text())
+    assert doc["exit_code"] == 1 and doc["failures"][0]["seed_id"] == files[0].stem
+
+
+def _compile(tmp_path, name, code):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler")
+    src = tmp_path / f"{name}.c"
+    src.write_text(code)
+    lib = tmp_path / f"{name}.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    return lib
+
+
+def test_bad_targets_exit_2_one_line(tmp_path, capsys):
+    notlib = tmp_path / "notlib.so"
+    notlib.write_text("this is not an ELF file\n")
+    partial = _compile(tmp_path, "partial", "int ringkv_create(long w, long d, void **o) { return 0; }\n")
+    cases = [
+        ("no-such-target", "unknown target"),
+        (f"c:{tmp_path}/missing.so", "no such file"),
+        (f"c:{notlib}", "notlib.so"),
+        (f"c:{partial}", "ringkv_"),
+        ("py:no_such_module_xyz:Cache", "cannot import"),
+        ("py:fuzz.targets:NoSuchClass", "no attribute"),
+        ("py:tests.test_cli_fuzz:NoContents", "contents"),
+        ("py:missing-colon", "py:module.path:ClassName"),
+    ]
+    for spec, needle in cases:
+        rc, out, err = run(capsys, "fuzz", "--target", spec, "--time", "1", "--seeds-dir", str(tmp_path / "s"))
+        lines = err.strip().splitlines()
+        assert rc == 2, (spec, err)
+        assert len(lines) == 1 and needle in lines[0] and lines[0].startswith("kvwindow: error:"), (spec, err)
+    assert not (tmp_path / "s").exists()
+
+
+def test_bad_flags_exit_2(tmp_path, capsys):
+    assert run(capsys, "fuzz", "--target", "pyring", "--workers", "0")[0] == 2
+    assert run(capsys, "fuzz", "--target", "pyring", "--db", "http://example.invalid/x")[0] == 2
+    assert run(capsys, "fuzz", "--bogus-flag")[0] == 2
+
+
+def test_bench_and_prove_are_wired(monkeypatch, capsys):
+    import fuzz.cli as cli
+
+    calls = []
+
+    class Mod:
+        @staticmethod
+        def main(argv):
+            calls.append(argv)
+            return 0
+
+    real = cli.importlib.import_module
+
+    def fake(name):
+        if name == "fuzz.prove":
+            return Mod
+        if name == "fuzz.bench":
+            raise ModuleNotFoundError("No module named 'fuzz.bench'", name="fuzz.bench")
+        return real(name)
+
+    monkeypatch.setattr(cli.importlib, "import_module", fake)
+    assert main(["prove", "--", "--x", "1"]) == 0 and calls == [["--x", "1"]]
+    rc = main(["bench"])
+    assert rc == 2 and "kvwindow bench is not available" in capsys.readouterr().err
+
+
+def test_ctrl_c_keeps_report_and_seeds(tmp_path):
+    rep = tmp_path / "r.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "fuzz.cli", "fuzz", "--target", "pyring", "--time", "120",
+                             "--report", str(rep), "--seeds-dir", str(tmp_path / "s"), "--db", str(tmp_path / "db")],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "interrupted" in out
+    doc = json.loads(rep.read_text())
+    assert doc["interrupted"] is True and doc["targets"][0]["examples"] > 0

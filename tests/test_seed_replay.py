@@ -1,0 +1,62 @@
+"""Every regression seed in fuzz/seeds/ replays against every target that can take it.
+
+Parametrized ``<seed id>-<target>``. A target that is not available here, or a
+seed it cannot take (a window above its maximum, a known finding), is
+reported as skipped with the reason; a malformed seed file fails, naming the file.
+"""
+
+from functools import lru_cache
+
+import pytest
+
+from fuzz import registry, seeds
+from fuzz.replay import replay_seed
+from fuzz.targets import TargetUnavailable
+
+
+def _seed_params():
+    out = []
+    for path in seeds.seed_paths():
+        try:
+            s = seeds.load_seed(path)
+            sid = s.id
+        except seeds.SeedError as e:
+            s, sid = e, f"MALFORMED:{path.name}"
+        for name in registry.BUILTIN:
+            out.append(pytest.param(path, s, name, id=f"{sid}-{name}"))
+    return out
+
+
+@lru_cache(maxsize=None)
+def _target(name):
+    try:
+        return registry.make_builtin(name), None
+    except TargetUnavailable as e:
+        return None, str(e)
+    except Exception as e:  # noqa: BLE001 - a broken factory is not this test's subject
+        return None, f"{type(e).__name__}: {e}"
+
+
+PARAMS = _seed_params()
+
+
+@pytest.mark.skipif(not PARAMS, reason="no seeds in fuzz/seeds/")
+@pytest.mark.parametrize("path,seed,target_name", PARAMS)
+def test_seed_replays(path, seed, target_name):
+    if isinstance(seed, seeds.SeedError):
+        pytest.fail(f"malformed seed file {path}: {seed}")
+    target, why = _target(target_name)
+    if target is None:
+        pytest.skip(f"{target_name} not available here: {why}")
+    reason = target.accepts(seed.window, seed.ops)
+    if reason is not None:
+        pytest.skip(f"seed {seed.id} cannot run on {target_name}: {reason}")
+    err = replay_seed(seed, target)
+    assert err is None, f"seed {seed.id} ({path}) fails on {target_name}: {err}"
+
+
+def test_malformed_seed_is_named(tmp_path):
+    bad = tmp_path / "deadbeef0000.json"
+    bad.write_text('{"format": 1, "window": 3, "ops": [["push"], ["chu')
+    with pytest.raises(seeds.SeedError, match="deadbeef0000.json"):
+        seeds.load_seed(bad)
