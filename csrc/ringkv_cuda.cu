@@ -759,4 +759,16 @@ int rkvc_decode_attention(rkvc_cache *h, int64_t layer, int64_t q_heads, const v
   return RKVC_OK;
 }
 
+int rkvc_device_memory_info(int device, int *mem_clock_khz, int *bus_width_bits) {
+  if (!mem_clock_khz || !bus_width_bits) return RKVC_E_NULL;
+  cudaError_t e = cudaDeviceGetAttribute(mem_clock_khz, cudaDevAttrMemoryClockRate, device);
+  if (e == cudaSuccess)
+    e = cudaDeviceGetAttribute(bus_width_bits, cudaDevAttrGlobalMemoryBusWidth, device);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return cuda_fail(e, "cudaDeviceGetAttribute (memory clock / bus width)");
+  }
+  return RKVC_OK;
+}
+
 }  // extern "C"

@@ -103,6 +103,9 @@ int rkvc_decode_attention(rkvc_cache *h, int64_t layer, int64_t q_heads, const v
                           void *out, float scale, int num_splits, void *stream);
 /* The split count num_splits = 0 would choose for q_heads (>= 1), or an error code < 0. */
 int rkvc_decode_auto_splits(const rkvc_cache *h, int64_t q_heads);
+/* Memory clock (kHz) and bus width (bits) of a device, for the peak-bandwidth estimate
+ * 2 * clock * width / 8 bytes/s used by the benchmark. */
+int rkvc_device_memory_info(int device, int *mem_clock_khz, int *bus_width_bits);
 /* CFFI-END */
 
 #ifdef __cplusplus
