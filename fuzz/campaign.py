@@ -195,6 +195,8 @@ def fuzz_target(
                 res.interrupted = True
                 break
             n = BATCH if max_examples is None else max(1, min(BATCH, max_examples - res.examples))
+            # @seed makes the run reproducible; settings applied on top keep the example
+            # database (a bare @seed would switch it off), so seeded campaigns share too.
             run = settings(
                 max_examples=n,
                 deadline=None,
@@ -205,8 +207,7 @@ def fuzz_target(
                 print_blob=False,
                 report_multiple_bugs=False,
                 verbosity=Verbosity.quiet,
-            )(given(strat)(check))
-            run = hyp_seed(seed * 1_000_003 + batch)(run)
+            )(hyp_seed(seed * 1_000_003 + batch)(given(strat)(check)))
             batch += 1
             try:
                 run()

@@ -1,0 +1,96 @@
+"""--workers N: real parallel processes sharing one example database (a directory, or Redis)."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+
+from fuzz.cli import main
+
+BUGGY = "py:tests.test_campaign_pyring:ReadsFromSlotZero"
+
+
+def test_workers_run_in_parallel_and_merge(tmp_path, capsys):
+    rep = tmp_path / "r.json"
+    t0 = time.monotonic()
+    rc = main(["fuzz", "--target", "pyring", "--time", "4", "--workers", "2", "--seed", "5",
+               "--db", str(tmp_path / "db"), "--report", str(rep), "--seeds-dir", str(tmp_path / "s")])
+    wall = time.monotonic() - t0
+    assert rc == 0, capsys.readouterr()
+    doc = json.loads(rep.read_text())
+    pids = doc["worker_pids"]
+    assert len(pids) == 2 and len(set(pids)) == 2 and os.getpid() not in pids
+    (t,) = doc["targets"]
+    assert t["workers"] == 2 and t["examples"] > 0
+    assert wall < 2 * 4 + 20  # two 4 s workers ran side by side, not one after the other
+
+
+def test_workers_dedupe_a_shared_bug(tmp_path, capsys):
+    sd = tmp_path / "s"
+    rc = main(["fuzz", "--target", BUGGY, "--time", "30", "--workers", "2", "--seed", "0",
+               "--db", str(tmp_path / "db"), "--seeds-dir", str(sd), "--report", str(tmp_path / "r.json")])
+    assert rc == 1
+    doc = json.loads((tmp_path / "r.json").read_text())
+    files = list(sd.glob("*.json"))
+    assert files and len(files) == len({f["seed_id"] for f in doc["failures"]})
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def redis_url(tmp_path):
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server binary not found (apt-get install redis-server; .ci/run installs it)")
+    pytest.importorskip("redis", reason="the redis client is not installed (pip install 'kvwindow[dev]')")
+    import redis
+
+    port = _free_port()
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        for _ in range(100):
+            try:
+                redis.Redis.from_url(url).ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        else:
+            pytest.fail("redis-server did not start")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_redis_database_is_shared(redis_url, tmp_path, capsys):
+    import redis
+
+    sd = tmp_path / "s"
+    rc = main(["fuzz", "--target", BUGGY, "--time", "30", "--workers", "2", "--seed", "0",
+               "--db", redis_url, "--seeds-dir", str(sd)])
+    assert rc == 1
+    keys = redis.Redis.from_url(redis_url).keys("hypothesis-example:*")
+    assert keys, "nothing was stored in Redis"
+    # A fresh campaign (another machine, say) replays the stored failure first.
+    rep = tmp_path / "r.json"
+    rc = main(["fuzz", "--target", BUGGY, "--time", "30", "--seed", "99", "--db", redis_url,
+               "--seeds-dir", str(sd), "--report", str(rep)])
+    assert rc == 1
+    assert json.loads(rep.read_text())["targets"][0]["examples_to_fail"] == 1
+
+
+def test_unreachable_redis_is_a_usage_error(capsys):
+    pytest.importorskip("redis")
+    rc = main(["fuzz", "--target", "pyring", "--time", "1", "--db", f"redis://127.0.0.1:{_free_port()}/0"])
+    assert rc == 2 and "cannot reach Redis" in capsys.readouterr().err
