@@ -67,6 +67,9 @@ class Budget:
     #: per-mutant time budget per strategy and repeat
     mutant_s: float
     mutant_max_examples: int
+    #: mutants to run (``None``: the whole catalogue) and how many repeats of the kill table
+    mutant_only: tuple[str, ...] | None
+    mutant_repeats: int
     #: decoder benchmark: window, and decode steps timed per t
     decode_window: int
     decode_steps: int
@@ -77,13 +80,16 @@ BUDGETS = {
     # A few seconds: only for the test suite (hidden flag --smoke).
     "smoke": Budget("smoke", repeats=2, windows=(8, 64), stateful_s=0.25, bulk_n=2_000, bulk_width=16,
                     extra_targets=(), mutant_s=0.5, mutant_max_examples=200,
+                    mutant_only=("ring-keeps-W+1", "ring-position-is-slot", "c-len-W+1"), mutant_repeats=2,
                     decode_window=8, decode_steps=2, gpu_iters=2),
-    "quick": Budget("quick", repeats=3, windows=(8, 64, 512), stateful_s=1.0, bulk_n=20_000, bulk_width=16,
+    "quick": Budget("quick", repeats=3, windows=(8, 64, 512), stateful_s=0.7, bulk_n=20_000, bulk_width=16,
                     extra_targets=("decoder",), mutant_s=1.5, mutant_max_examples=2_000,
-                    decode_window=32, decode_steps=4, gpu_iters=10),
+                    mutant_only=None, mutant_repeats=3,
+                    decode_window=32, decode_steps=16, gpu_iters=10),
     "full": Budget("full", repeats=5, windows=(8, 32, 64, 128, 512), stateful_s=4.0, bulk_n=200_000,
                    bulk_width=16, extra_targets=None, mutant_s=8.0, mutant_max_examples=20_000,
-                   decode_window=64, decode_steps=16, gpu_iters=50),
+                   mutant_only=None, mutant_repeats=5,
+                   decode_window=64, decode_steps=32, gpu_iters=50),
 }
 
 
@@ -249,33 +255,17 @@ def _fixed_window_cases(window: int, max_tokens: int | None):
 
 
 def measure_stateful(target, window: int, seconds: float, seed: int, seed_dir: Path) -> dict[str, Any]:
-    """A stateful campaign on ``target`` at start window ``window`` for about ``seconds``.
-
-    :func:`fuzz.campaign.fuzz_target` checks its clock between batches of
-    examples, so it is called with a small ``max_examples`` that grows as the
-    measured time per example allows, until the budget is spent.
-    """
+    """A stateful campaign on ``target`` at start window ``window`` for ``seconds``
+    (:func:`fuzz.campaign.fuzz_target` checks its budget before every example)."""
     from fuzz.campaign import fuzz_target
 
     strat = _fixed_window_cases(window, getattr(target, "max_tokens", None))
-    examples = steps = 0
-    spent = 0.0
-    chunk = 2
-    calls = 0
-    while spent < seconds:
-        r = fuzz_target(target, seconds=seconds - spent, max_examples=chunk, window_max=window,
-                        seed=seed * 7919 + calls, database=None, seed_dir=seed_dir, strategy=strat)
-        calls += 1
-        examples += r.examples
-        steps += r.steps
-        spent += r.seconds
-        if r.failure:
-            raise RuntimeError(f"{target.name} failed during the benchmark: {r.failure.splitlines()[0]}")
-        per = r.seconds / max(1, r.examples)
-        chunk = max(1, min(100, int((seconds - spent) / max(per, 1e-6) * 0.8)))
-    return {"examples": examples, "steps": steps, "seconds": spent,
-            "examples_per_s": examples / spent if spent else 0.0,
-            "steps_per_s": steps / spent if spent else 0.0}
+    r = _call(fuzz_target, target=target, seconds=seconds, window_max=window, seed=seed, database=None,
+              seed_dir=seed_dir, strategy=strat, save_seed=False)
+    if r.failure:
+        raise RuntimeError(f"{target.name} failed during the benchmark: {r.failure.splitlines()[0]}")
+    return {"examples": r.examples, "steps": r.steps, "seconds": r.seconds,
+            "examples_per_s": r.examples_per_s, "steps_per_s": r.steps_per_s}
 
 
 def _bulk_fn() -> tuple[str, Callable]:
@@ -285,28 +275,39 @@ def _bulk_fn() -> tuple[str, Callable]:
 def section_throughput(b: Budget, seed_dir: Path, log: Callable[[str], None]) -> dict[str, Any]:
     from fuzz import registry
 
-    infos = registry.list_targets()
-    avail = {t.name: t for t in infos if t.available and t.cpu}
     wanted = ["ring-c", "pyring"]
-    if b.extra_targets is None:
-        wanted += [n for n in avail if n not in wanted]
+    skipped: dict[str, str] = {}
+    if b.extra_targets is None:  # every CPU target that runs here (builds them all: imports transformers)
+        infos = registry.list_targets()
+        wanted += [t.name for t in infos if t.available and t.cpu and t.name not in wanted]
+        skipped.update({t.name: t.reason for t in infos if not t.available})
     else:
         wanted += [n for n in b.extra_targets if n not in wanted]
-    skipped = {t.name: t.reason for t in infos if not t.available}
     targets = {}
     for name in wanted:
-        if name not in avail:
-            skipped.setdefault(name, "not a CPU target here")
+        if name in skipped:
             continue
-        targets[name] = registry.resolve(name)
+        try:
+            targets[name] = registry.resolve(name)
+        except Exception as e:  # noqa: BLE001 - TargetError and friends: report, measure the rest
+            skipped[name] = str(e)
     if not targets:
-        raise Unavailable("no CPU target is available")
+        raise Unavailable("no CPU target is available: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
 
     try:
         bulk_path, bulk = _bulk_fn()
         bulk_reason = None
     except Unavailable as e:
         bulk_path, bulk, bulk_reason = None, None, str(e)
+
+    # Warm-up, not recorded: first Hypothesis call, library loading, torch kernels.
+    for name, t in targets.items():
+        measure_stateful(t, min(b.windows), min(0.3, b.stateful_s), seed=0, seed_dir=seed_dir)
+    if bulk is not None:
+        try:
+            _call(bulk, w=min(b.windows), n=min(1000, b.bulk_n), width=b.bulk_width)
+        except Exception as e:  # noqa: BLE001
+            bulk, bulk_reason = None, f"{bulk_path} raised {type(e).__name__}: {e}"
 
     # raw[(target, mode, W)] -> list of per-repeat dicts
     raw: dict[tuple[str, str, int], list[dict]] = {}
@@ -320,6 +321,8 @@ def section_throughput(b: Budget, seed_dir: Path, log: Callable[[str], None]) ->
                     continue
                 # slow model targets get a small share at big windows; the rate is what matters
                 m = measure_stateful(t, w, cell_s, seed=rep * 1000 + w, seed_dir=seed_dir)
+                if not m["examples"]:  # the budget ended before one example finished: no rate
+                    m["steps_per_s"] = m["examples_per_s"] = None
                 raw.setdefault((name, "stateful", w), []).append(m)
             if bulk is not None:
                 try:
@@ -364,83 +367,93 @@ def section_throughput(b: Budget, seed_dir: Path, log: Callable[[str], None]) ->
 
 
 def _mutants_fn() -> tuple[str, Callable]:
-    return _first(["impl.mutants:run_mutants", "fuzz.mutants:run_mutants", "fuzz.campaign:run_mutants",
-                   "impl.mutants.campaign:run_mutants", "fuzz.mutant_campaign:run_mutants"])
+    return _first(["impl.mutants:run_mutants", "impl.mutants.run:run_mutants"])
 
 
-def _kill_dict(k: Any) -> dict[str, Any]:
-    d = _plain(k) if not isinstance(k, dict) else _plain(dict(k))
-    if not isinstance(d, dict):
-        d = {"value": d}
-    # normalise the few field names the campaign helper might use
-    alias = {"name": ("name", "mutant", "id"), "bug_class": ("bug_class", "cls", "klass", "category"),
-             "killed": ("killed",), "examples": ("examples", "examples_to_kill", "n_examples"),
-             "seconds": ("seconds", "seconds_to_kill", "time", "elapsed")}
-    out = dict(d)
-    for key, names in alias.items():
-        for n in names:
-            if n in d:
-                out[key] = d[n]
-                break
-        else:
-            if not isinstance(k, dict):
-                for n in names:
-                    v = getattr(k, n, None)
-                    if v is not None and not callable(v):
-                        out[key] = _plain(v)
-                        break
-    return out
+#: What a kill costs, three ways: test cases run, tokens pushed, wall seconds (until the first failure).
+KILL_METRICS = ("examples", "steps", "seconds")
+
+
+def _sides(k: Any) -> dict[str, dict[str, Any]]:
+    """One :class:`impl.mutants.run.KillResult` -> {"biased": {...}, "uniform": {...}}."""
+    g = lambda n, d=None: getattr(k, n, d) if not isinstance(k, dict) else k.get(n, d)  # noqa: E731
+    biased = {"killed": bool(g("killed")), "examples": g("examples"), "steps": g("steps"),
+              "seconds": g("seconds"), "examples_run": g("examples_run"), "shrunk": None}
+    if g("killed") and g("ops") is not None:
+        biased["shrunk"] = f"W={g('window')}: {g('ops') or '(no ops)'}"
+    uniform = {"killed": bool(g("baseline_killed")), "examples": g("baseline_examples"),
+               "steps": g("baseline_steps"), "seconds": g("baseline_seconds"),
+               "examples_run": g("baseline_examples_run")}
+    return {"biased": biased, "uniform": uniform}
 
 
 def section_mutants(b: Budget, seed_dir: Path, log: Callable[[str], None]) -> dict[str, Any]:
+    """``run_mutants(baseline=True)``: per mutant, the boundary-biased campaign and then the uniform
+    baseline under the same budget, side by side; repeated with a different campaign seed each time."""
     path, run_mutants = _mutants_fn()
-    # per mutant name: {"biased": [kill dicts], "uniform": [kill dicts]}
-    per: dict[str, dict[str, list[dict]]] = {}
-    for rep in range(b.repeats):
-        for mode, baseline in (("biased", False), ("uniform", True)):
-            res = _call(run_mutants, baseline=baseline, time_per=b.mutant_s, seconds=b.mutant_s,
-                        time_per_mutant=b.mutant_s, max_examples=b.mutant_max_examples, seed=rep,
-                        seed_dir=seed_dir, database=None)
-            for k in res:
-                d = _kill_dict(k)
-                per.setdefault(str(d.get("name")), {"biased": [], "uniform": []})[mode].append(d)
-        log(f"  mutants repeat {rep + 1}/{b.repeats} done")
+    per: dict[str, dict[str, Any]] = {}
+    unavailable: dict[str, str] = {}
+    for rep in range(b.mutant_repeats):
+        res = _call(run_mutants, baseline=True, mode="both", time_per=b.mutant_s,
+                    max_examples=b.mutant_max_examples, seed=rep,
+                    only=list(b.mutant_only) if b.mutant_only else None)
+        for k in res:
+            name = str(getattr(k, "name", k))
+            if not getattr(k, "available", True):
+                unavailable[name] = getattr(k, "reason", "unavailable")
+                continue
+            e = per.setdefault(name, {"bug_class": getattr(k, "bug_class", None), "kind": getattr(k, "kind", None),
+                                      "reference": getattr(k, "reference", None), "biased": [], "uniform": []})
+            sides = _sides(k)
+            e["biased"].append(sides["biased"])
+            e["uniform"].append(sides["uniform"])
+        log(f"  mutants repeat {rep + 1}/{b.mutant_repeats} done")
+    if not per:
+        raise Unavailable("no mutant could be built here: " + "; ".join(f"{k}: {v}" for k, v in unavailable.items()))
 
     rows, ratios = [], []
-    for name, modes in per.items():
-        row: dict[str, Any] = {"mutant": name,
-                               "bug_class": next((d.get("bug_class") for d in modes["biased"] + modes["uniform"]
-                                                  if d.get("bug_class")), None)}
+    for name, e in per.items():
+        row: dict[str, Any] = {"mutant": name, "bug_class": e["bug_class"], "kind": e["kind"],
+                               "reference": e["reference"],
+                               "shrunk": next((d["shrunk"] for d in e["biased"] if d.get("shrunk")), None)}
         for mode in ("biased", "uniform"):
-            ds = modes[mode]
-            killed = [d for d in ds if d.get("killed")]
+            ds = e[mode]
+            killed = [d for d in ds if d["killed"]]
             row[mode] = {"killed": f"{len(killed)}/{len(ds)}",
-                         "examples": stats([d.get("examples") for d in killed]),
-                         "seconds": stats([d.get("seconds") for d in killed]),
+                         **{m: stats([d[m] for d in killed]) for m in KILL_METRICS},
                          "repeats": ds}
-        # ratio per repeat: uniform cost / biased cost. A survivor on the uniform side counts at
-        # its full budget, which makes the ratio a lower bound; a biased survivor makes it undefined.
-        for metric in ("examples", "seconds"):
+        # Per repeat: uniform cost / biased cost (> 1: the boundary bias kills with less).
+        # A baseline that survived counts at what it spent, so the ratio is a lower bound;
+        # a repeat where the biased side survived has no ratio.
+        for metric in KILL_METRICS:
             vals, lower = [], False
-            for db_, du in zip(modes["biased"], modes["uniform"]):
-                if not db_.get("killed") or not db_.get(metric):
+            for db_, du in zip(e["biased"], e["uniform"]):
+                if not db_["killed"] or not db_.get(metric):
                     continue
                 num = du.get(metric)
-                if not du.get("killed"):
+                if not du["killed"]:
+                    num = du.get("examples_run") if metric == "examples" else du.get("seconds") if metric == "seconds" else None
                     lower = True
-                    num = num or (b.mutant_max_examples if metric == "examples" else b.mutant_s)
                 if num:
                     vals.append(float(num) / float(db_[metric]))
             if vals:
-                r = ratio(vals, f"{name}: uniform / biased {metric}-to-kill", f"uniform {metric}",
+                r = ratio(vals, f"{name}: uniform / biased {metric} to kill", f"uniform {metric}",
                           f"biased {metric}", mutant=name, metric=metric, lower_bound=lower)
                 ratios.append(r)
                 row[f"ratio_{metric}"] = r
         rows.append(row)
-    killed_all = all(all(d.get("killed") for d in r["biased"]["repeats"]) for r in rows)
+    overall = {}
+    for metric in KILL_METRICS:
+        meds = [r[f"ratio_{metric}"]["median"] for r in rows if r.get(f"ratio_{metric}")]
+        if meds:
+            g = math.exp(sum(math.log(x) for x in meds) / len(meds))
+            overall[metric] = {"geometric_mean_of_medians": g, "mutants": len(meds)}
     return {"status": "ok", "function": path, "budget_per_mutant_s": b.mutant_s,
-            "max_examples": b.mutant_max_examples, "rows": rows, "ratios": ratios,
-            "every_mutant_killed_by_biased": killed_all}
+            "max_examples": b.mutant_max_examples, "rows": rows, "ratios": ratios, "overall": overall,
+            "unavailable": unavailable,
+            "killed_by_biased": sum(all(d["killed"] for d in r["biased"]["repeats"]) for r in rows),
+            "killed_by_uniform": sum(all(d["killed"] for d in r["uniform"]["repeats"]) for r in rows),
+            "mutants": len(rows)}
 
 
 # ---------------------------------------------------------------------------
@@ -455,13 +468,14 @@ def _decode_fn() -> tuple[str, Callable]:
 def section_decode(b: Budget, log: Callable[[str], None]) -> dict[str, Any]:
     path, measure = _decode_fn()
     w = b.decode_window
-    ts = [w, 4 * w, 16 * w]
+    ts = [max(1, w // 2), w, 4 * w, 16 * w]  # W/2: the cache is still filling
     reps = []
     for rep in range(b.repeats):
         r = _plain(_call(measure, window=w, W=w, ts=ts, steps=b.decode_steps, seed=rep, repeats=1))
         reps.append(r)
         log(f"  decode repeat {rep + 1}/{b.repeats} done")
     return {"status": "ok", "function": path, "window": w, "ts": ts, "repeats": reps,
+            "config": reps[0].get("config") if reps else None, "steps": b.decode_steps,
             **_summarise_decode(reps, w, ts)}
 
 
@@ -489,7 +503,9 @@ def _summarise_decode(reps: list[dict], w: int, ts: list[int]) -> dict[str, Any]
             c["ring"].append(get(p, "ring_s", "ring_per_token_s", "cached_s", "ring"))
             c["full"].append(get(p, "full_s", "full_per_token_s", "recompute_s", "full"))
             c["kv"].append(get(p, "kv_bytes", "ring_kv_bytes", "bytes"))
-            c["formula"].append(get(p, "kv_formula_bytes", "formula_bytes", "formula"))
+            f = get(p, "kv_formula_bytes", "formula_bytes", "formula")
+            # the helper's formula is for a full window; before t reaches W the cache holds t slots
+            c["formula"].append(None if f is None else f * min(int(t), w) / w)
     rows, ratios = [], []
     for t in sorted(curve):
         c = curve[t]
@@ -498,7 +514,7 @@ def _summarise_decode(reps: list[dict], w: int, ts: list[int]) -> dict[str, Any]
         vals = [f / r for f, r in zip(c["full"], c["ring"]) if f and r]
         if vals:
             ratios.append(ratio(vals, f"full recompute / ring cache per-token time, t={t}", "full", "ring", t=t))
-    tmin, tmax = (min(curve), max(curve)) if curve else (None, None)
+    tmin, tmax = (w if w in curve else min(curve), max(curve)) if curve else (None, None)
     if tmin is not None and tmax != tmin:
         a, z = curve[tmin]["ring"], curve[tmax]["ring"]
         vals = [y / x for x, y in zip(a, z) if x and y]
@@ -561,6 +577,16 @@ def _plt():
     return plt
 
 
+def _log_axis(ax, axis: str = "x") -> None:
+    """Log scale with plain major tick labels and no minor labels (they overlap on short ranges)."""
+    from matplotlib.ticker import LogLocator, NullFormatter
+
+    getattr(ax, f"set_{axis}scale")("log")
+    a = ax.xaxis if axis == "x" else ax.yaxis
+    a.set_major_locator(LogLocator(base=10, numticks=12))
+    a.set_minor_formatter(NullFormatter())
+
+
 def _errbars(s_list: list[dict]) -> tuple[list, list]:
     med = [s["median"] for s in s_list]
     lo = [s["median"] - s["min"] for s in s_list]
@@ -603,39 +629,47 @@ def plot_throughput(sec: dict, path: Path, machine: str) -> None:
 def plot_mutants(sec: dict, path: Path, budget: Budget) -> None:
     plt = _plt()
     rows = sec["rows"]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 0.45 * max(4, len(rows)) + 1.6))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 0.32 * max(6, len(rows)) + 1.8), sharey=True)
     names = [r["mutant"] for r in rows]
     y = list(range(len(rows)))
-    for ax, metric, unit, cap in ((axes[0], "examples", "examples to kill", budget.mutant_max_examples),
-                                  (axes[1], "seconds", "seconds to kill", budget.mutant_s)):
-        for off, mode, color, label in ((-0.2, "biased", "tab:blue", "boundary-biased"),
-                                        (0.2, "uniform", "tab:orange", "uniform baseline")):
-            vals, hatches = [], []
+    panels = (("examples", "test cases until the first kill", "Examples to kill"),
+              ("steps", "tokens pushed until the first kill", "Tokens to kill"),
+              ("seconds", "seconds until the first kill", "Seconds to kill"))
+    for ax, (metric, unit, title) in zip(axes, panels):
+        for off, mode, color, label in ((-0.2, "biased", "tab:blue", "boundary-biased (harness)"),
+                                        (0.2, "uniform", "tab:orange", "uniform-random baseline")):
+            med, lo, hi, surv = [], [], [], []
             for r in rows:
                 s = r[mode][metric]
-                if s["median"] is None:
-                    vals.append(cap)
-                    hatches.append("//")
+                if s["median"] is None:  # survived every repeat: draw nothing, mark it
+                    med.append(float("nan"))
+                    lo.append(0)
+                    hi.append(0)
+                    surv.append(True)
                 else:
-                    vals.append(max(s["median"], 1e-3 if metric == "seconds" else 1))
-                    hatches.append("")
-            bars = ax.barh([v + off for v in y], vals, height=0.38, color=color, label=label)
-            for bar, h in zip(bars, hatches):
-                if h:
-                    bar.set_hatch(h)
-                    bar.set_alpha(0.45)
+                    m = max(s["median"], 1e-4)
+                    med.append(m)
+                    lo.append(max(0.0, m - max(s["min"], 1e-4)))
+                    hi.append(max(0.0, s["max"] - m))
+                    surv.append(False)
+            ax.barh([v + off for v in y], med, height=0.38, color=color, label=label,
+                    xerr=[lo, hi], error_kw={"elinewidth": 0.8, "capsize": 2})
+            for v, sv in zip(y, surv):
+                if sv:
+                    ax.text(0.99, v + off, "survived", transform=ax.get_yaxis_transform(), ha="right",
+                            va="center", fontsize=6, color=color)
         ax.set_yticks(y)
-        ax.set_yticklabels(names if ax is axes[0] else [""] * len(names), fontsize=8)
-        ax.set_xscale("log")
-        ax.set_xlabel(f"{unit} (median over repeats, log scale)")
-        ax.invert_yaxis()
+        ax.set_yticklabels(names, fontsize=7)
+        _log_axis(ax, "x")
+        ax.set_xlabel(f"{unit}\n(median over repeats, bars: min–max; log scale)", fontsize=8)
+        ax.set_title(title, fontsize=10)
         ax.grid(True, axis="x", which="both", alpha=0.3)
-    axes[0].set_title("Examples to kill each mutant")
-    axes[1].set_title("Seconds to kill each mutant")
-    axes[0].legend(fontsize=8, loc="lower right", title="hatched: survived budget", title_fontsize=7)
-    fig.suptitle("Boundary-biased strategies vs uniform-random baseline", fontsize=10)
+    axes[0].invert_yaxis()
+    axes[0].legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"Cost to kill each mutant: boundary-biased strategies vs uniform-random baseline "
+                 f"(budget {budget.mutant_s:g} s per mutant and side, {budget.mutant_repeats} repeats)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=85)
     plt.close(fig)
 
 
@@ -663,20 +697,25 @@ def plot_decode(sec: dict, path: Path) -> None:
     ax = axes[1]
     kv = [(t, r["kv_bytes"]["median"]) for t, r in zip(ts, rows) if r["kv_bytes"]["median"]]
     fm = [(t, r["formula_bytes"]["median"]) for t, r in zip(ts, rows) if r["formula_bytes"]["median"]]
-    if kv:
-        ax.plot([t for t, _ in kv], [v / 1024 for _, v in kv], "-o", label="KV bytes held (ring cache)")
     if fm:
-        ax.plot([t for t, _ in fm], [v / 1024 for _, v in fm], "--", color="k",
-                label="formula 2·layers·kv_heads·head_dim·W·bytes")
+        ax.plot([t for t, _ in fm], [v / 1024 for _, v in fm], "-", color="0.6", lw=5, alpha=0.6,
+                label="formula 2·layers·kv_heads·head_dim·min(t, W)·bytes")
+    if kv:
+        ax.plot([t for t, _ in kv], [v / 1024 for _, v in kv], "o--", color="tab:blue", ms=7,
+                label="KV bytes held by the ring cache (measured)")
     ax.axvline(sec["window"], color="grey", lw=0.8, ls=":", label=f"t = W = {sec['window']}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("tokens already decoded t")
     ax.set_ylabel("KV cache size (KiB)")
-    ax.set_ylim(bottom=0)
+    top = max([v for _, v in kv + fm] or [1024]) / 1024
+    ax.set_ylim(0, top * 1.3)
     ax.set_title("KV memory held vs t")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    fig.suptitle("Torch windowed-attention decoder: ring-buffer cache vs full recompute", fontsize=10)
+    c = sec.get("config") or {}
+    desc = (f" (W={sec['window']}, {c.get('layers')} layers, {c.get('n_heads')}/{c.get('n_kv_heads')} q/kv heads, "
+            f"head_dim {c.get('head_dim')}, {c.get('dtype')}, CPU)") if c else ""
+    fig.suptitle("Torch windowed-attention decoder: ring-buffer cache vs full recompute" + desc, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -725,22 +764,35 @@ def render_markdown(rep: dict) -> str:
         L += ["", "![throughput](throughput.png)", ""]
 
     s = rep["sections"]["mutants"]
-    L += ["## 2. Mutants: examples- and seconds-to-kill, boundary-biased vs uniform baseline", ""]
+    L += ["## 2. Mutants: cost to kill, boundary-biased vs uniform baseline", ""]
     if _na(s):
         L += [f"{_na(s)}", ""]
     else:
-        L += [f"Budget per mutant, strategy and repeat: {s['budget_per_mutant_s']} s / "
-              f"{s['max_examples']} examples. Ratio = uniform / biased (higher: the bias pays more); "
-              "'≥' marks a lower bound where the baseline survived and is counted at its budget.", "",
-              "| mutant | class | biased killed | biased examples | biased s | uniform killed | "
-              "uniform examples | uniform s | examples ratio | seconds ratio |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        ov = s.get("overall", {})
+        L += [f"`{s['function']}(baseline=True)`: per mutant, a boundary-biased campaign and then the "
+              f"uniform-random baseline, each with {s['budget_per_mutant_s']:g} s (at most {s['max_examples']} "
+              f"examples), no example database; repeated with a new campaign seed. Killed by the biased "
+              f"strategies in every repeat: {s['killed_by_biased']}/{s['mutants']}; by the baseline: "
+              f"{s['killed_by_uniform']}/{s['mutants']}.", "",
+              "Cost = examples (test cases), tokens pushed, and seconds until the first failing example "
+              "(before shrinking). Ratio = uniform / biased: above 1 the boundary bias kills with less, "
+              "below 1 the baseline does; '≥' marks a lower bound where the baseline survived and is "
+              "counted at what it spent.", ""]
+        if ov:
+            L += ["Geometric mean over mutants of the median ratio: " + "; ".join(
+                f"{m} {v['geometric_mean_of_medians']:.3g}× ({v['mutants']} mutants)" for m, v in ov.items()) + ".", ""]
+        L += ["| mutant | class | killed b / u | examples b / u | tokens b / u | seconds b / u | "
+              "examples ratio | tokens ratio | seconds ratio |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
         for r in s["rows"]:
             bi, un = r["biased"], r["uniform"]
-            L.append(f"| {r['mutant']} | {r['bug_class'] or ''} | {bi['killed']} | "
-                     f"{_fmt(bi['examples']['median'])} | {_fmt(bi['seconds']['median'])} | {un['killed']} | "
-                     f"{_fmt(un['examples']['median'])} | {_fmt(un['seconds']['median'])} | "
-                     f"{_fmt_ratio(r.get('ratio_examples'))} | {_fmt_ratio(r.get('ratio_seconds'))} |")
+            pair = lambda m: f"{_fmt(bi[m]['median'])} / {_fmt(un[m]['median'])}"  # noqa: E731
+            L.append(f"| {r['mutant']} | {r['bug_class'] or ''} | {bi['killed']} / {un['killed']} | "
+                     f"{pair('examples')} | {pair('steps')} | {pair('seconds')} | "
+                     f"{_fmt_ratio(r.get('ratio_examples'))} | {_fmt_ratio(r.get('ratio_steps'))} | "
+                     f"{_fmt_ratio(r.get('ratio_seconds'))} |")
+        if s.get("unavailable"):
+            L += ["", "Not built here: " + "; ".join(f"{k} ({v})" for k, v in s["unavailable"].items()) + "."]
         L += ["", "![mutants](mutants.png)", ""]
 
     s = rep["sections"]["decode"]
@@ -748,7 +800,12 @@ def render_markdown(rep: dict) -> str:
     if _na(s):
         L += [f"{_na(s)}", ""]
     else:
-        L += [f"Window W = {s['window']}; t = W, 4W, 16W; helper `{s['function']}`.", "",
+        c = s.get("config") or {}
+        L += [f"Window W = {s['window']}; t = W/2, W, 4W, 16W; `{s['function']}` with {s['steps']} timed "
+              f"single-token decodes per t and repeat (ring), one full forward over t + 1 tokens (full "
+              f"recompute). Model: {c.get('layers')} layers, d_model {c.get('d_model')}, "
+              f"{c.get('n_heads')} query / {c.get('n_kv_heads')} KV heads, head_dim {c.get('head_dim')}, "
+              f"{c.get('dtype')}, CPU. Formula: 2·layers·kv_heads·head_dim·min(t, W)·bytes.", "",
               "| t | ring ms/token | full ms/token | KV bytes held | formula bytes |",
               "|---:|---:|---:|---:|---:|"]
         for r in s["rows"]:
