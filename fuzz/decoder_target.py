@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import torch
 
-from fuzz.decoder_props import check_cache, check_logits
+from fuzz.decoder_props import check_cache, check_logits, torch_threads
 from fuzz.ops import Chunk, Op, Push, Reset, SpecStream
 from fuzz.targets import Mismatch, RunStats, Target, TargetUnavailable
 from impl.decoder import Decoder, DecoderConfig, RingKVCache
@@ -75,6 +75,10 @@ class DecoderTarget(Target):
         return self.model.new_cache(window, backend=self.backend)
 
     def run(self, window: int, ops: Sequence[Op]) -> RunStats:
+        with torch_threads(1):  # tiny matrices: extra intra-op threads only spin
+            return self._run(window, ops)
+
+    def _run(self, window: int, ops: Sequence[Op]) -> RunStats:
         model = self.model
         vocab = model.config.vocab
         spec = SpecStream(window)

@@ -39,7 +39,7 @@ def kv_formula_bytes(config: DecoderConfig, window: int) -> int:
 def measure_decode(window: int = 64, ts: Sequence[int] | None = None, steps: int = 16, seed: int = 0,
                    repeats: int = 3, device: str = "cpu", dtype: str = "float32",
                    config: DecoderConfig | None = None, full: bool = True,
-                   backend: str = "torch") -> dict[str, Any]:
+                   backend: str = "torch", threads: int | None = 1) -> dict[str, Any]:
     """Per-token decode time at each ``t`` in ``ts`` (default ``W, 4W, 16W``).
 
     For each ``t``: prefill ``t`` tokens into a fresh ring cache, then time
@@ -47,12 +47,24 @@ def measure_decode(window: int = 64, ts: Sequence[int] | None = None, steps: int
     ``repeats`` rounds); time a full forward over ``t + 1`` tokens, which is
     what recomputing without a cache costs per token (``full_s``, median over
     ``repeats``). ``kv_bytes`` is the K/V storage the cache holds at ``t``;
-    ``kv_formula_bytes`` the formula for a full window.
+    ``kv_formula_bytes`` the formula for a full window. ``threads``: torch
+    intra-op threads during the measurement (default 1: the model is small, and
+    extra threads only add jitter on a shared machine; ``None`` leaves it alone).
 
     Returns ``{"config", "window", "device", "points": [{"t", "ring_s", "full_s",
     "kv_bytes", "kv_formula_bytes"}...], "ring_ratio_last_over_first",
     "full_ratio_last_over_first", "ring_goal", "ring_goal_met", "kv_matches_formula"}``.
     """
+    old_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _measure(window, ts, steps, seed, repeats, device, dtype, config, full, backend)
+    finally:
+        torch.set_num_threads(old_threads)
+
+
+def _measure(window, ts, steps, seed, repeats, device, dtype, config, full, backend) -> dict[str, Any]:
     base = config if config is not None else BENCH_CONFIG
     from dataclasses import replace
 
@@ -108,6 +120,7 @@ def measure_decode(window: int = 64, ts: Sequence[int] | None = None, steps: int
         "window": window,
         "device": str(dev),
         "backend": backend,
+        "threads": torch.get_num_threads(),
         "steps": steps,
         "repeats": repeats,
         "points": points,
@@ -121,7 +134,7 @@ def measure_decode(window: int = 64, ts: Sequence[int] | None = None, steps: int
 
 def format_report(r: dict[str, Any]) -> str:
     """A small text table of :func:`measure_decode`'s result."""
-    lines = [f"decode benchmark: W={r['window']} device={r['device']} backend={r['backend']} "
+    lines = [f"decode benchmark: W={r['window']} device={r['device']} backend={r['backend']} threads={r['threads']} "
              f"config d_model={r['config']['d_model']} layers={r['config']['layers']} "
              f"heads={r['config']['n_heads']}/{r['config']['n_kv_heads']} head_dim={r['config']['head_dim']} "
              f"{r['config']['dtype']}",

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import pyspec
-from fuzz.decoder_props import check_cache, check_greedy, check_stream, expected_positions
+from fuzz.decoder_props import check_cache, check_greedy, check_stream, expected_positions, torch_threads
 from fuzz.decoder_target import TARGET_CONFIG, DecoderTarget, make_decoder, token_of
 from fuzz.ops import Chunk, Push, Reset
 from fuzz.targets import PyRing
@@ -21,6 +21,12 @@ from impl.decoder import (
 
 MIXED = DecoderConfig(vocab=50, d_model=32, layers=3, n_heads=4, n_kv_heads=1, head_dim=8,
                       window=(3, None, 5), dtype="float64", seed=1)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    with torch_threads(1):  # tiny models: extra intra-op threads only spin on a shared CI machine
+        yield
 
 
 def toks(n: int, vocab: int = 50, seed: int = 0) -> list[int]:

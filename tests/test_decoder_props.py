@@ -17,21 +17,21 @@ from fuzz.targets import PyRing
 def test_cache_and_logits_match_full_forward():
     """Properties 1 and 2: random configs (GQA/MQA, sliding + global), streams up to 4W+3,
     random chunk schedules; float64 within 1e-10, float32 within 1e-4."""
-    run_parity_property(max_examples=80)
+    run_parity_property(max_examples=200)
 
 
 def test_greedy_decoding_matches_full_recompute():
     """Property 3."""
-    run_greedy_property(max_examples=25)
+    run_greedy_property(max_examples=60)
 
 
 def test_properties_hold_with_a_protocol_ring_backend():
-    run_parity_property(max_examples=25, backend="protocol", ring_factory=PyRing)
+    run_parity_property(max_examples=50, backend="protocol", ring_factory=PyRing)
 
 
 def test_properties_hold_with_the_c_ring_backend():
     pytest.importorskip("impl.ring")
-    run_parity_property(max_examples=25, backend="c")
+    run_parity_property(max_examples=50, backend="c")
 
 
 @pytest.mark.gpu
@@ -44,15 +44,15 @@ def test_properties_hold_on_cuda():
 
 
 def test_decoder_campaign_target(tmp_path):
-    res = fuzz_target(make_decoder(), seconds=60, max_examples=40, seed=3, database=None, seed_dir=tmp_path)
+    res = fuzz_target(make_decoder(), seconds=60, max_examples=100, seed=3, database=None, seed_dir=tmp_path)
     assert res.failure is None, res.failure
-    assert res.examples == 40
+    assert res.examples == 100
     assert all(res.phases[p] > 0 for p in ("not-yet-full", "exactly-full", "first-eviction",
                                            "steady-state", "chunk>W", "after-reset"))
 
 
 def test_decoder_campaign_target_on_the_c_ring(tmp_path):
     pytest.importorskip("impl.ring")
-    res = fuzz_target(make_decoder(backend="c"), seconds=60, max_examples=10, seed=4, database=None,
+    res = fuzz_target(make_decoder(backend="c"), seconds=60, max_examples=30, seed=4, database=None,
                       seed_dir=tmp_path)
     assert res.failure is None, res.failure

@@ -10,6 +10,7 @@ The same numbers as one dict: ``python -m impl.decoder_bench`` (``impl.decoder_b
 from __future__ import annotations
 
 import pytest
+import torch
 
 from impl.decoder import Decoder
 from impl.decoder_bench import BENCH_CONFIG, kv_formula_bytes
@@ -20,7 +21,10 @@ STREAM = [(p * 2654435761) % BENCH_CONFIG.vocab for p in range(16 * W + 4096)]
 
 @pytest.fixture(scope="module")
 def model():
-    return Decoder(BENCH_CONFIG, window=W)
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)  # as measure_decode: a small model, extra threads only add jitter
+    yield Decoder(BENCH_CONFIG, window=W)
+    torch.set_num_threads(old)
 
 
 @pytest.mark.parametrize("t", [W, 4 * W, 16 * W])
