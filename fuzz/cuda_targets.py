@@ -1,0 +1,498 @@
+"""Campaign targets for the CUDA ring KV cache (``csrc/ringkv_cuda.cu``).
+
+* ``cuda-index`` (CPU, every machine): :class:`IndexSimRing` simulates the GPU cache
+  in numpy, but every index it uses comes from ``impl._cudaindex`` — the kernels'
+  ``__host__ __device__`` functions of ``csrc/ringkv_index.h`` compiled for the host,
+  and the kernels' index loops (``rkvh_*_plan``). Contents must equal pyspec's
+  ``lastWindow``; in addition, after every op, the decode kernel's slot set (for
+  several split-K counts) must be exactly the window of the newest query under the
+  spec's ``inWindow``, no append may write one slot twice or outside its
+  (sequence, layer), and every gathered slot's position must match ``rkv_slot_pos``.
+* ``cuda-ring`` (GPU): the real kernels, contents read back through the gather kernel,
+  rotating fp32 / fp16 / bf16 (16-bit dtypes carry the float32 payload bit-exactly as
+  pairs of 16-bit words, since append/gather copy raw bytes). Neighbouring sequences
+  and layers must stay untouched.
+* ``cuda-decoder`` (GPU): the fused decode-attention kernel after every op versus a
+  float64 reference of windowed attention over the *full* history masked with the
+  spec's ``inWindow`` (``impl.decoder.window_mask``/``attend``), within
+  :data:`DECODE_TOLERANCES`; unfilled slots hold NaN, so reading one fails loudly.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Sequence
+
+import numpy as np
+
+from fuzz.ops import Chunk, Op, Push, Reset, SpecStream
+from fuzz.targets import CacheTarget, Mismatch, RunStats, Target, TargetUnavailable
+
+# ---------------------------------------------------------------------------
+# Shared: a CacheTarget that also runs the cache's own audit after every op
+
+
+class AuditedCacheTarget(CacheTarget):
+    """:class:`CacheTarget` plus ``cache.audit(spec)`` (a one-line problem or ``None``)."""
+
+    def _check(self, cache: Any, spec: SpecStream, i: int, op: Op | None) -> None:
+        super()._check(cache, spec, i, op)
+        problem = cache.audit(spec)
+        if problem is not None:
+            raise Mismatch(self.name, i, op, problem)
+
+
+# ---------------------------------------------------------------------------
+# cuda-index: the kernels' index math on the CPU
+
+#: Simulated batch / layers / KV heads, and which (sequence, layer) the stream drives.
+SIM_B, SIM_L, SIM_H = 3, 2, 2
+SIM_SEQ, SIM_LAYER = 1, 1
+#: Split-K counts whose decode plans are audited after every op.
+SIM_SPLITS = (1, 2, 3, 7)
+
+
+def _index_lib():
+    try:
+        from impl._cudaindex import ffi, lib
+    except ImportError as e:
+        raise TargetUnavailable(
+            f"impl._cudaindex is not built ({e}); reinstall with `pip install -e .` (needs a C compiler)"
+        ) from e
+    return ffi, lib
+
+
+class IndexSimRing:
+    """The GPU ring of one (sequence, layer) inside a simulated ``[B][L][H][W][D]`` buffer,
+    driven only by the kernels' index routines. Python target protocol (DESIGN §4)."""
+
+    def __init__(self) -> None:
+        self.ffi, self.lib = _index_lib()
+        self._w: int | None = None
+        self._n = 0
+        self._d = 0
+        self.k = self.v = self.pos = None  # flat row buffers, grown on demand, never cleared
+        self._problems: list[str] = []
+
+    # -- protocol
+    def reset(self, window: int) -> None:
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ValueError(f"window must be an int >= 1, got {window!r}")
+        self._w, self._n = window, 0  # stale rows stay, as on the GPU (reset only zeroes n)
+
+    def push(self, pos: int, key: Any, value: Any) -> None:
+        self._append(pos, [(pos, key, value)])
+
+    def push_chunk(self, entries: Any) -> None:
+        entries = list(entries)
+        self._append(self._n, entries)
+
+    def contents(self) -> list:
+        w, n = self._need_window(), self._n
+        slots = self.ffi.new("int64_t[]", w)
+        filled = int(self.lib.rkvh_gather_plan(n, w, slots))
+        out = []
+        for i in range(filled):
+            rows = [self._row(h, int(slots[i])) for h in range(SIM_H)]
+            out.append((int(self.pos[rows[0]]), self.k[rows].reshape(-1).copy(), self.v[rows].reshape(-1).copy()))
+        return out
+
+    # -- simulation
+    def _need_window(self) -> int:
+        if self._w is None:
+            raise RuntimeError("IndexSimRing used before reset(window)")
+        return self._w
+
+    def _row(self, h: int, slot: int) -> int:
+        w = self._need_window()
+        row = int(self.lib.rkv_cache_row(SIM_SEQ, SIM_LAYER, h, slot, SIM_L, SIM_H, w))
+        total = SIM_B * SIM_L * SIM_H * w
+        owner = row // (SIM_H * w) if 0 <= row < total else None
+        if owner != SIM_SEQ * SIM_L + SIM_LAYER or not 0 <= slot < w:
+            self._problems.append(f"row {row} of head {h} slot {slot} is outside (seq {SIM_SEQ}, "
+                                  f"layer {SIM_LAYER}) of a {SIM_B}x{SIM_L}x{SIM_H}x{w} cache")
+            row = min(max(row, 0), total - 1)
+        return row
+
+    def _ensure(self, width: int) -> None:
+        w = self._need_window()
+        if width % SIM_H:
+            raise ValueError(f"payload width {width} is not a multiple of {SIM_H} KV heads")
+        d = width // SIM_H
+        rows = SIM_B * SIM_L * SIM_H * w
+        if self.k is None or d != self._d:
+            self._d = d
+            self.k = np.full((rows, d), np.nan, np.float32)
+            self.v = np.full((rows, d), np.nan, np.float32)
+            self.pos = np.full(rows, -1, np.int64)
+        elif rows > len(self.pos):  # grow, keeping the stale rows
+            grow = rows - len(self.pos)
+            self.k = np.concatenate([self.k, np.full((grow, d), np.nan, np.float32)])
+            self.v = np.concatenate([self.v, np.full((grow, d), np.nan, np.float32)])
+            self.pos = np.concatenate([self.pos, np.full(grow, -1, np.int64)])
+
+    def _append(self, pos0: int, entries: list) -> None:
+        w, n = self._need_window(), self._n
+        for j, e in enumerate(entries):
+            if int(e[0]) != n + j:
+                raise ValueError(f"entry {j} has position {e[0]}, expected {n + j} (positions out of order)")
+        k = len(entries)
+        if k == 0:
+            return
+        self._ensure(len(np.asarray(entries[0][1]).reshape(-1)))
+        src = self.ffi.new("int64_t[]", k)
+        dst = self.ffi.new("int64_t[]", k)
+        kept = int(self.lib.rkvh_append_plan(pos0, k, w, src, dst, k))
+        if kept > k:
+            self._problems.append(f"append plan of a {k}-entry chunk writes {kept} entries")
+            kept = k
+        plan = [(int(src[i]), int(dst[i])) for i in range(kept)]
+        slots = [d for _, d in plan]
+        if len(set(slots)) != len(slots):
+            self._problems.append(f"append plan writes a slot twice (write race): {plan}")
+        # The kernel's threads run in any order; apply the writes last-first so that a
+        # duplicate slot would keep the *older* entry and show up in the contents.
+        for s, d in reversed(plan):
+            if not 0 <= s < k:
+                self._problems.append(f"append plan reads chunk entry {s} of {k}")
+                continue
+            p, key, value = entries[s]
+            key = np.asarray(key, np.float32).reshape(SIM_H, -1)
+            value = np.asarray(value, np.float32).reshape(SIM_H, -1)
+            for h in range(SIM_H):
+                row = self._row(h, d)
+                self.k[row], self.v[row], self.pos[row] = key[h], value[h], int(p)
+        self._n = n + k
+
+    def audit(self, spec: SpecStream) -> str | None:
+        """Decode-kernel view, slot positions and write bounds after an op."""
+        if self._problems:
+            return self._problems[0]
+        w, n, lib = self._need_window(), self._n, self.lib
+        if n != spec.n:
+            return f"tokens seen {n} != spec {spec.n}"
+        want = list(spec.cache)
+        length = int(lib.rkv_len(n, w))
+        if length != len(want):
+            return f"rkv_len({n}, {w}) = {length}, spec window holds {len(want)}"
+        for s in range(w):
+            valid = bool(lib.rkv_slot_valid(n, w, s))
+            if valid != (s < length):
+                return f"rkv_slot_valid({n}, {w}, {s}) = {valid}"
+            if valid:
+                p = int(lib.rkv_slot_pos(n, w, s))
+                stored = int(self.pos[self._row(0, s)])
+                if p != stored:
+                    return f"rkv_slot_pos({n}, {w}, {s}) = {p} but the slot holds position {stored}"
+        t = n - 1
+        for nsplit in SIM_SPLITS:
+            buf = self.ffi.new("int64_t[]", max(w, 1) * 2)
+            count = int(lib.rkvh_decode_plan(n, w, nsplit, buf, max(w, 1) * 2))
+            slots = [int(buf[i]) for i in range(min(count, max(w, 1) * 2))]
+            if count != length or sorted(slots) != list(range(length)):
+                return f"decode plan with {nsplit} splits reads slots {slots}, want each of 0..{length - 1} once"
+            seen = sorted(int(self.pos[self._row(0, s)]) for s in slots)
+            if seen != want:
+                return f"decode ({nsplit} splits) attends positions {seen} != spec lastWindow {want}"
+            bad = [p for p in seen if not lib.rkv_in_window(w, t, p)]
+            if bad:
+                return f"decode attends positions {bad} outside the window of query {t}"
+        if want and want[0] > 0 and lib.rkv_in_window(w, t, want[0] - 1):
+            return f"rkv_in_window({w}, {t}, {want[0] - 1}) is true for an evicted position"
+        return None
+
+
+def make_cuda_index() -> Target:
+    """``cuda-index``: the CUDA kernels' index math (host build), fuzzed against pyspec."""
+    _index_lib()
+    return AuditedCacheTarget("cuda-index", IndexSimRing)
+
+
+# ---------------------------------------------------------------------------
+# GPU targets
+
+#: Named tolerances of the decode-attention output versus the float64 reference built from
+#: the same dtype-rounded inputs: |out - ref| <= atol + rtol * |ref|. The error is the
+#: output rounding (half an ulp: 2^-9 relative for bf16, 2^-12 for fp16) plus fp32
+#: accumulation; a window off by one key moves the output by ~1/W of a value's scale.
+DECODE_TOLERANCES: dict[str, dict[str, float]] = {
+    "bf16": {"atol": 1e-2, "rtol": 1e-2},
+    "fp16": {"atol": 2e-3, "rtol": 2e-3},
+    "fp32": {"atol": 1e-5, "rtol": 1e-4},
+}
+
+
+def _gpu_modules():
+    """``(torch, impl.cuda_ring)`` or :class:`TargetUnavailable` with the reason."""
+    try:
+        import torch
+    except ImportError as e:
+        raise TargetUnavailable(f"no CUDA device: torch is not installed ({e})") from e
+    if not torch.cuda.is_available():
+        raise TargetUnavailable(f"no CUDA device: torch {torch.__version__} sees none")
+    from impl import cuda_ring
+
+    try:
+        cuda_ring.load()
+    except cuda_ring.CudaUnavailable as e:
+        raise TargetUnavailable(f"CUDA ring library unavailable: {e}") from e
+    return torch, cuda_ring
+
+
+class CudaRingCache:
+    """The CUDA ring of one (sequence, layer) in a ``[B][L][H][W][D]`` device cache, as a
+    Python protocol cache. Storage is reused across resets and window changes, so stale
+    bytes from earlier streams are present (and must never be read)."""
+
+    B, L, H = 3, 2, 2
+    SEQ, LAYER = 1, 1
+    SENTINEL = 0xFF  # every byte of never-written storage (a NaN pattern in every dtype)
+
+    def __init__(self, dtype: str = "fp32", width: int = 16) -> None:
+        self.torch, self.cr = _gpu_modules()
+        self.dtype, self.width = dtype, width
+        self.esize = self.cr.DTYPES[dtype][2]
+        self.d = width * 4 // self.esize // self.H  # head dim in elements of the cache dtype
+        self.ring = None
+        self.window: int | None = None
+        self.storage = None  # uint8: K half then V half
+
+    def _regions(self):
+        """Byte ranges ``(start, end, is_stream_region)`` of every (sequence, layer), K and V."""
+        size = self.H * self.window * self.d * self.esize
+        for half in range(2):
+            for b in range(self.B):
+                for layer in range(self.L):
+                    r = half * self.per + (b * self.L + layer) * size
+                    yield r, r + size, (b, layer) == (self.SEQ, self.LAYER)
+
+    def _open(self, window: int) -> None:
+        torch = self.torch
+        per = self.B * self.L * self.H * window * self.d * self.esize
+        if self.storage is None or 2 * per > self.storage.numel():
+            old = self.storage
+            self.storage = torch.full((2 * per,), self.SENTINEL, dtype=torch.uint8, device="cuda")
+            if old is not None:
+                self.storage[: old.numel()] = old  # keep stale bytes
+        tdt = self.cr.torch_dtype(self.dtype)
+        shape = (self.B, self.L, self.H, window, self.d)
+        kc = self.storage[:per].view(tdt).view(shape)
+        vc = self.storage[per: 2 * per].view(tdt).view(shape)
+        if self.ring is not None:
+            self.ring.close()
+        self.ring = self.cr.CudaRing(self.B, self.L, self.H, window, self.d, self.dtype, k_cache=kc, v_cache=vc)
+        self.window, self.per = window, per
+        # Under the new layout, the stream's own region keeps whatever stale bytes it has;
+        # every other region is re-marked so the audit can tell if a kernel writes there.
+        for lo, hi, mine in self._regions():
+            if not mine:
+                self.storage[lo:hi] = self.SENTINEL
+
+    def reset(self, window: int) -> None:
+        if self.ring is not None and window == self.window:
+            self.ring.reset(self.SEQ)  # same handle: stale slots stay in place
+        else:
+            self._open(window)
+
+    def _to_device(self, arrays: Sequence[np.ndarray]):
+        raw = np.ascontiguousarray(np.stack([np.asarray(a, np.float32).reshape(-1) for a in arrays]))
+        t = self.torch.from_numpy(raw.view(np.uint8)).cuda()
+        return t.view(self.cr.torch_dtype(self.dtype)).view(len(arrays), self.H, self.d)
+
+    def push(self, pos: int, key: Any, value: Any) -> None:
+        self.push_chunk([(pos, key, value)])
+
+    def push_chunk(self, entries: Any) -> None:
+        entries = list(entries)
+        n = self.ring.length(self.LAYER, self.SEQ)
+        if not entries:
+            self.ring.append(self.LAYER, self.SEQ, n, self._empty(), self._empty())
+            return
+        self.ring.append(self.LAYER, self.SEQ, int(entries[0][0]), self._to_device([e[1] for e in entries]),
+                         self._to_device([e[2] for e in entries]))
+
+    def _empty(self):
+        return self.torch.empty((0, self.H, self.d), dtype=self.cr.torch_dtype(self.dtype), device="cuda")
+
+    def _to_host(self, t) -> np.ndarray:
+        raw = t.contiguous().view(self.torch.uint8).cpu().numpy()
+        return raw.view(np.float32).reshape(t.shape[0], -1)
+
+    def contents(self) -> list:
+        k, v = self.ring.window_contents(self.LAYER, self.SEQ)
+        n = self.ring.length(self.LAYER, self.SEQ)
+        kh, vh = self._to_host(k), self._to_host(v)
+        start = n - len(kh)
+        return [(start + i, kh[i], vh[i]) for i in range(len(kh))]
+
+    def audit(self, spec: SpecStream) -> str | None:
+        for b in range(self.B):
+            for layer in range(self.L):
+                n = self.ring.length(layer, b)
+                want = spec.n if (b, layer) == (self.SEQ, self.LAYER) else 0
+                if n != want:
+                    return f"rkvc_length(layer {layer}, seq {b}) = {n}, want {want}"
+        # Other (sequence, layer) regions are never written.
+        for lo, hi, mine in self._regions():
+            if not mine and not bool((self.storage[lo:hi] == self.SENTINEL).all()):
+                return f"cache bytes [{lo}, {hi}) outside (seq {self.SEQ}, layer {self.LAYER}) were written"
+        # Empty sequences gather as zeros (the zero-fill path, all sequences at once).
+        k, _ = self.ring.gather(self.LAYER, 0, self.B)
+        for b in range(self.B):
+            if b != self.SEQ and bool((k[b] != 0).any()):
+                return f"gather of empty sequence {b} is not all zeros"
+        return None
+
+
+#: Payload floats per entry for cuda-ring: 2 KV heads x head dim 8 (fp32) or 16 (fp16/bf16).
+RING_WIDTH = 16
+
+
+def make_cuda_ring() -> Target:
+    """``cuda-ring``: the CUDA ring's append + gather kernels versus pyspec (GPU only)."""
+    _gpu_modules()
+    order = itertools.cycle(("fp32", "fp16", "bf16"))
+    return AuditedCacheTarget("cuda-ring", lambda: CudaRingCache(next(order), RING_WIDTH), width=RING_WIDTH)
+
+
+def _reference_tools():
+    """``(window_mask, attend)``: the decoder's full-mask helpers, or local equivalents."""
+    try:
+        from impl.decoder import attend, window_mask
+
+        return window_mask, attend
+    except ImportError:
+        import torch
+
+        import pyspec
+
+        def window_mask(q_pos, k_pos, window):
+            return torch.tensor([[pyspec.in_window(window, int(t), int(p)) for p in k_pos] for t in q_pos])
+
+        def attend(q, k, v, mask, scale):
+            rep = q.shape[-3] // k.shape[-3]
+            k, v = k.repeat_interleave(rep, dim=-3), v.repeat_interleave(rep, dim=-3)
+            s = (q @ k.transpose(-1, -2)) * scale
+            return torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1) @ v
+
+        return window_mask, attend
+
+
+def reference_decode(q, k_hist, v_hist, window: int, scale: float):
+    """float64 windowed attention of the query at position ``t = T - 1`` over the full
+    history ``k_hist``/``v_hist`` ``[T, Hkv, D]`` (positions ``0..T-1``) masked with the
+    spec's ``inWindow``; ``q`` ``[Hq, D]``. Returns ``[Hq, D]``."""
+    import torch
+
+    window_mask, attend = _reference_tools()
+    t = k_hist.shape[0]
+    mask = window_mask([t - 1], list(range(t)), window)
+    out = attend(q.double()[:, None, :], k_hist.double().transpose(0, 1), v_hist.double().transpose(0, 1),
+                 mask, scale)
+    return out[:, 0, :].to(torch.float64)
+
+
+def compare_decode(out, ref, dtype: str) -> str | None:
+    """``None`` when ``out`` is within :data:`DECODE_TOLERANCES` of ``ref``, else where not."""
+    tol = DECODE_TOLERANCES[dtype]
+    o, r = out.double().cpu(), ref.double().cpu()
+    err = (o - r).abs()
+    bound = tol["atol"] + tol["rtol"] * r.abs()
+    bad = ~(err <= bound)  # NaN counts as bad
+    if bool(bad.any()):
+        idx = tuple(int(i) for i in bad.nonzero()[0])
+        return (f"decode attention ({dtype}) differs from the full-mask reference at {idx}: got "
+                f"{float(o[idx]):.6g}, want {float(r[idx]):.6g} (tolerance {dtype}: atol {tol['atol']}, "
+                f"rtol {tol['rtol']}; max error {float(err.nan_to_num(float('inf')).max()):.3g})")
+    return None
+
+
+class CudaDecoderTarget(Target):
+    """``cuda-decoder``: decode attention from the ring slots after every op, versus the
+    float64 full-history reference. The stream drives sequence 1 of a batch of 2 (sequence 0
+    stays empty and must come out as zeros); dtype, grouped-query ratio and split-K count
+    rotate between cases and calls."""
+
+    name = "cuda-decoder"
+    kind = "model"
+    max_tokens = 256
+    B, SEQ, H, D = 2, 1, 2, 64
+    DTYPES = ("bf16", "fp16", "fp32")
+    GROUPS = (4, 1, 3, 8)
+    SPLITS = (0, 1, 2, 3, 5)
+
+    def __init__(self) -> None:
+        self.torch, self.cr = _gpu_modules()
+        self._case = 0
+        self._calls = 0
+
+    def versions(self) -> dict[str, str]:
+        return {"torch": self.torch.__version__}
+
+    def _ring(self, window: int, dtype: str):
+        # NaN-filled storage: reading an unfilled slot poisons the output.
+        return self.cr.CudaRing(self.B, 1, self.H, window, self.D, dtype, fill=float("nan"))
+
+    def _rand(self, seed: int, shape, dtype: str):
+        g = self.torch.Generator().manual_seed(seed & 0x7FFFFFFF)
+        x = self.torch.randn(shape, generator=g, dtype=self.torch.float32)
+        return x.to(self.cr.torch_dtype(dtype))
+
+    def run(self, window: int, ops: Sequence[Op]) -> RunStats:
+        torch = self.torch
+        dtype = self.DTYPES[self._case % len(self.DTYPES)]
+        groups = self.GROUPS[(self._case // len(self.DTYPES)) % len(self.GROUPS)]
+        self._case += 1
+        hq = self.H * groups
+        scale = self.D ** -0.5
+        spec = SpecStream(window)
+        stats = RunStats()
+        ring = self._ring(window, dtype)
+        k_hist: list = []
+        v_hist: list = []
+        try:
+            for i, op in enumerate(ops):
+                if isinstance(op, Reset):
+                    if op.window == ring.window:
+                        ring.reset(self.SEQ)
+                    else:
+                        ring.close()
+                        ring = self._ring(op.window, dtype)
+                    k_hist, v_hist = [], []
+                    spec.apply(op)
+                    continue
+                k = 1 if isinstance(op, Push) else op.n
+                start = spec.n
+                seed = spec.epoch * 1_000_003 + start * 7919 + k
+                kk = self._rand(seed, (k, self.H, self.D), dtype)
+                vv = self._rand(seed + 1, (k, self.H, self.D), dtype)
+                ring.append(0, self.SEQ, start, kk.cuda(), vv.cuda())
+                k_hist.append(kk.double())
+                v_hist.append(vv.double())
+                stats.phases |= spec.apply(op)
+                stats.steps += k
+                n = ring.length(0, self.SEQ)
+                if n != spec.n:
+                    raise Mismatch(self.name, i, op, f"rkvc_length = {n}, spec tokens seen {spec.n}")
+                if k == 0 or spec.n == 0:
+                    continue
+                q = self._rand(seed + 2, (self.B, hq, self.D), dtype)
+                splits = self.SPLITS[self._calls % len(self.SPLITS)]
+                self._calls += 1
+                out = ring.decode(0, q.cuda(), scale=scale, num_splits=splits).cpu()
+                if bool((out[0] != 0).any()):
+                    raise Mismatch(self.name, i, op, "empty sequence 0 did not come out as zeros")
+                ref = reference_decode(q[self.SEQ].double(), torch.cat(k_hist), torch.cat(v_hist),
+                                       spec.window, scale)
+                diff = compare_decode(out[self.SEQ], ref, dtype)
+                if diff is not None:
+                    raise Mismatch(self.name, i, op, f"{diff} [G={groups}, splits={splits or 'auto'}, "
+                                                     f"W={spec.window}, n={spec.n}]")
+        finally:
+            ring.close()
+        return stats
+
+
+def make_cuda_decoder() -> Target:
+    """``cuda-decoder``: the fused decode-attention kernel versus the full-mask reference (GPU only)."""
+    return CudaDecoderTarget()
