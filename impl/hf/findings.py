@@ -47,6 +47,10 @@ def _empty_update_when_full(window: int, ops: Sequence[Op]) -> bool:
     return any(isinstance(op, Chunk) and op.n == 0 and n >= w for w, n, op in segments(window, ops))
 
 
+def _empty_update(window: int, ops: Sequence[Op]) -> bool:
+    return any(isinstance(op, Chunk) and op.n == 0 for op in ops)
+
+
 def _legacy_not_prefill_then_decode(window: int, ops: Sequence[Op]) -> bool:
     """4.45 sliding buffers are right only for: one prefill of >= W tokens at the start of a stream
     (or none, staying below W - 1 tokens), then single-token decoding."""
@@ -65,13 +69,40 @@ def _legacy_not_prefill_then_decode(window: int, ops: Sequence[Op]) -> bool:
     return False
 
 
+def _legacy_model_unsupported(window: int, ops: Sequence[Op]) -> bool:
+    """The model-level form: a stream that reaches ``W`` tokens must start with one prefill of
+    ``>= W`` tokens and continue with single decoded tokens only (in generate mode a chunk after
+    generated tokens is fed together with the last of them, a multi-token update)."""
+    w, seg = window, []
+    segs = [(w, seg)]
+    for op in ops:
+        if isinstance(op, Reset):
+            seg = []
+            segs.append((op.window, seg))
+        elif isinstance(op, Push) or op.n > 0:
+            seg.append(op)
+    for w, seg in segs:
+        total = sum(1 if isinstance(op, Push) else op.n for op in seg)
+        if total <= w - 1:
+            continue
+        if not (isinstance(seg[0], Chunk) and seg[0].n >= w):
+            return True
+        if any(not isinstance(op, Push) for op in seg[1:]):
+            return True
+    return False
+
+
 FINDINGS = (
     Finding("hf-sliding-window-1", "docs/findings/hf-sliding-window-1.md",
             frozenset({("dynamic", "layers"), ("mistral", "layers"), ("gemma2", "layers")}), _window_one),
     Finding("hf-static-sliding-empty-update", "docs/findings/hf-static-sliding-empty-update.md",
             frozenset({("static", "layers")}), _empty_update_when_full),
+    Finding("hf-static-sliding-empty-update", "docs/findings/hf-static-sliding-empty-update.md",
+            frozenset({("static", "legacy")}), _empty_update),
     Finding("hf-445-sliding-cache", "docs/findings/hf-445-sliding-cache.md",
-            frozenset({("static", "legacy"), ("gemma2", "legacy")}), _legacy_not_prefill_then_decode),
+            frozenset({("static", "legacy")}), _legacy_not_prefill_then_decode),
+    Finding("hf-445-sliding-cache", "docs/findings/hf-445-sliding-cache.md",
+            frozenset({("gemma2", "legacy")}), _legacy_model_unsupported),
 )
 
 

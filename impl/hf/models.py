@@ -101,6 +101,8 @@ def _model_class(arch: str):
 
 
 def attn_impls(arch: str) -> list[str]:
+    """Gemma 2 on 5.x declares ``_supports_sdpa = False`` (5.24.0 modeling_gemma2.py, the
+    ``Gemma2PreTrainedModel`` class attributes); 4.45 has an sdpa class that skips soft-capping."""
     cls = _model_class(arch)
     return ["eager", "sdpa"] if getattr(cls, "_supports_sdpa", True) else ["eager"]
 
@@ -159,6 +161,11 @@ class HFModelTarget(Target):
                 m.eval()
                 gc = m.generation_config
                 gc.eos_token_id, gc.pad_token_id, gc.do_sample = None, 0, False
+                if self.info.api == "legacy" and getattr(gc, "cache_implementation", None) is not None:
+                    # 4.45 Gemma 2 defaults to cache_implementation="hybrid" (a HybridCache sized to one
+                    # generate call) and refuses a passed cache alongside it; multi-turn users pass their
+                    # own HybridCache, so the adapter does that (sized to the stream, see _new_cache).
+                    gc.cache_implementation = None
                 for attr in ("temperature", "top_p", "top_k"):
                     if hasattr(gc, attr):
                         setattr(gc, attr, None)
@@ -173,8 +180,9 @@ class HFModelTarget(Target):
 
         if self.arch == "mistral":
             return cu.DynamicCache()
-        return cu.HybridCache(model.config, batch_size=1, max_cache_len=max(total, 1) + 1, device="cpu",
-                              dtype=torch.float64)
+        # max_cache_len >= W so the sliding buffer has W slots (it has min(W, max_cache_len)).
+        size = max(total + 1, model.config.sliding_window)
+        return cu.HybridCache(model.config, batch_size=1, max_cache_len=size, device="cpu", dtype=torch.float64)
 
     def _call(self, model, ids: list[int], cache, start: int):
         kw: dict[str, Any] = {"input_ids": torch.tensor([ids], dtype=torch.long), "use_cache": True}
@@ -329,10 +337,15 @@ class HFModelTarget(Target):
                         j += 1 + g
                     else:  # unreachable: pushes are consumed with their prompt
                         j += 1
-            self._check(w, history, steps, snaps, tag)
+            self._check(w, history, steps, snaps, tag, attn)
 
-    def _check(self, w: int, history: list[int], steps, snaps, tag: str) -> None:
+    def _check(self, w: int, history: list[int], steps, snaps, tag: str, attn: str) -> None:
         spec = reference.ref_spec(self.arch, self._models[next(iter(self._models))].config, w)
+        if self.arch == "gemma2" and attn == "sdpa" and self.info.api == "legacy":
+            # 4.45.2 Gemma2SdpaAttention (modeling_gemma2.py lines 389-470) never applies
+            # attn_logit_softcapping (only eager, lines 244-247, and flash-attn >= 2.6 do); its
+            # docs say so (line 681). That is its documented convention, so the reference drops it too.
+            spec.attn_softcap = None
         ref_logits, ref_keys = reference.forward(spec, self.state, history)
         events = [(i, 0, op, ("logits", pos, lg)) for i, op, pos, lg in steps]
         events += [(i, 1, op, ("keys", fed, ks)) for i, op, fed, ks in snaps]
