@@ -94,7 +94,9 @@ def compare_contents(actual: Any, expected: Sequence[tuple], atol: float = 0.0) 
         for label, want_arr, got_arr in (("key", k, e[1]), ("value", v, e[2])):
             g = np.asarray(_to_numpy(got_arr), dtype=np.float64).reshape(-1)
             w = want_arr.astype(np.float64)
-            if g.shape != w.shape or not np.allclose(g, w, rtol=0.0, atol=atol):
+            # atol == 0: exact (array_equal is ~20x cheaper than allclose per entry)
+            same = np.array_equal(g, w) if atol == 0 else np.allclose(g, w, rtol=0.0, atol=atol)
+            if g.shape != w.shape or not same:
                 return f"{label} of position {p}: got {g[:4].tolist()}..., want {w[:4].tolist()}..."
     return None
 
