@@ -219,3 +219,18 @@ def measure_bulk(w: int, n: int, width: int = 16, *, backend=None) -> dict:
     res = check_stream(w, n, width=width, backend=backend)
     return {"mode": "bulk", "w": w, "width": width, "steps": res.steps,
             "seconds": res.seconds, "steps_per_s": res.steps_per_s}
+
+
+def measure_stateful(w: int, n: int, width: int = 16, *, backend=None) -> dict:
+    """The stateful counterpart of :func:`measure_bulk`: ``n`` single-token pushes through the
+    Python protocol, ``contents()`` compared with pyspec after each (what ``CacheTarget`` does)."""
+    from fuzz.ops import Push
+    from fuzz.targets import CacheTarget
+    from impl.ring import CRing
+
+    target = CacheTarget("ring-c", lambda: CRing(width, backend=backend), width=width)
+    start = time.perf_counter()
+    stats = target.run(w, [Push()] * n)
+    seconds = time.perf_counter() - start
+    return {"mode": "stateful", "w": w, "width": width, "steps": stats.steps, "seconds": seconds,
+            "steps_per_s": stats.steps / seconds if seconds > 0 else float("inf")}
