@@ -225,3 +225,33 @@ def test_chunk_longer_than_window():
     for p, k, v in got:
         wk, wv = payload(0, p, 4)
         assert np.array_equal(k, wk) and np.array_equal(v, wv)
+
+
+def test_python_campaign_against_sanitizer_library(built, tmp_path):
+    """The real harness (campaign + bulk trace) driving libringkv_asan.so through cffi ABI mode.
+    An ASan library loaded into Python needs the ASan runtime preloaded, hence the subprocess."""
+    import os
+    import sys
+
+    asan = subprocess.run(["cc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    if not os.path.isabs(asan):
+        pytest.skip("the compiler's libasan.so was not found; Python-driven sanitizer burst not run")
+    script = f"""
+from fuzz import registry
+from fuzz.campaign import fuzz_target
+from fuzz.bulk import check_stream
+from impl.ring import load_library
+lib = {str(built / 'libringkv_asan.so')!r}
+r = fuzz_target(registry.resolve('c:' + lib), seconds=30, max_examples=200, seed=2,
+                seed_dir={str(tmp_path)!r}, database=None)
+assert r.failure is None and r.examples == 200, r.failure
+b = load_library(lib)
+for w in (1, 5, 64, 512):
+    check_stream(w, 3000, backend=b, segments=[1000, 0, 7, 1993])
+print('SANITIZED-OK')
+"""
+    env = dict(os.environ, LD_PRELOAD=asan, ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                          cwd=str(CSRC.parent), timeout=300)
+    assert proc.returncode == 0 and "SANITIZED-OK" in proc.stdout, proc.stdout + proc.stderr[-4000:]
+    assert "AddressSanitizer" not in proc.stderr and "runtime error" not in proc.stderr, proc.stderr[-4000:]
