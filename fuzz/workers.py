@@ -69,10 +69,11 @@ def _run_targets(specs: list[str], *, seconds: float, max_examples: int | None, 
     for i, spec in enumerate(specs):
         if stop():
             break
-        # Share what is left equally among the targets not yet run (a fast finish donates its time).
+        target = resolve(spec)  # building a model target can take seconds: share the time after it
+        # Share what is left equally among the targets not yet run (a fast finish donates its time);
+        # every target gets a short floor so none is listed with zero examples.
         left = seconds - (time.monotonic() - start)
-        per = max(0.0, left / (len(specs) - i))
-        target = resolve(spec)
+        per = max(min(1.0, seconds / len(specs)), left / (len(specs) - i))
         r = fuzz_target(target, seconds=per, max_examples=max_examples, window_max=window_max,
                         seed=seed, database=database, seed_dir=seed_dir, on_progress=publish, stop=stop)
         publish(r)
