@@ -109,17 +109,17 @@ def _device_arch() -> str | None:
 
 
 def compile_command(nvcc: str, out: Path, archs: Sequence[str], *, shared: bool = True,
-                    werror: bool = False) -> list[str]:
-    """The nvcc command line :func:`build` and the CI compile check use."""
+                    werror: bool = False, ptx: bool = True) -> list[str]:
+    """The nvcc command line :func:`build` and the CI compile check use: SASS for each arch,
+    plus PTX of the last one (``ptx``) so newer GPUs can JIT it."""
     cmd = [nvcc, "-O3", "-std=c++17", "--threads", "2", "-Xcompiler", "-Wall,-Wextra,-fPIC"]
     if werror:
         cmd += ["-Werror", "all-warnings", "-Xcompiler", "-Werror"]
     for a in archs:
         cmd += ["-gencode", f"arch=compute_{a},code=sm_{a}"]
-    if shared:
-        cmd += ["-gencode", f"arch=compute_{archs[-1]},code=compute_{archs[-1]}", "-shared"]
-    else:
-        cmd += ["-c"]
+    if ptx:
+        cmd += ["-gencode", f"arch=compute_{archs[-1]},code=compute_{archs[-1]}"]
+    cmd += ["-shared"] if shared else ["-c"]
     return cmd + ["-o", str(out), str(CSRC / "ringkv_cuda.cu")]
 
 
