@@ -86,7 +86,7 @@ BUDGETS = {
                     extra_targets=("decoder",), mutant_s=1.5, mutant_max_examples=2_000,
                     mutant_only=None, mutant_repeats=3,
                     decode_window=32, decode_steps=16, gpu_iters=10),
-    "full": Budget("full", repeats=5, windows=(8, 32, 64, 128, 512), stateful_s=4.0, bulk_n=200_000,
+    "full": Budget("full", repeats=5, windows=(8, 16, 64, 512), stateful_s=2.0, bulk_n=200_000,
                    bulk_width=16, extra_targets=None, mutant_s=8.0, mutant_max_examples=20_000,
                    mutant_only=None, mutant_repeats=5,
                    decode_window=64, decode_steps=32, gpu_iters=50),
@@ -469,17 +469,24 @@ def section_decode(b: Budget, log: Callable[[str], None]) -> dict[str, Any]:
     path, measure = _decode_fn()
     w = b.decode_window
     ts = [max(1, w // 2), w, 4 * w, 16 * w]  # W/2: the cache is still filling
-    reps = []
+    reps, reps_c, c_status = [], [], "ok"
     for rep in range(b.repeats):
-        r = _plain(_call(measure, window=w, W=w, ts=ts, steps=b.decode_steps, seed=rep, repeats=1))
+        r = _plain(_call(measure, window=w, ts=ts, steps=b.decode_steps, seed=rep, repeats=3, backend="torch"))
         reps.append(r)
+        if c_status == "ok":  # the same decode with the cache stored in the C ring (impl.ring.CRing)
+            try:
+                reps_c.append(_plain(_call(measure, window=w, ts=ts, steps=b.decode_steps, seed=rep, repeats=3,
+                                           backend="c", full=False)))
+            except Exception as e:  # noqa: BLE001
+                c_status, reps_c = f"not available: {type(e).__name__}: {e}", []
         log(f"  decode repeat {rep + 1}/{b.repeats} done")
-    return {"status": "ok", "function": path, "window": w, "ts": ts, "repeats": reps,
+    return {"status": "ok", "function": path, "window": w, "ts": ts, "repeats": reps, "repeats_c_backend": reps_c,
+            "c_backend": c_status,
             "config": reps[0].get("config") if reps else None, "steps": b.decode_steps,
-            **_summarise_decode(reps, w, ts)}
+            **_summarise_decode(reps, w, ts, reps_c)}
 
 
-def _summarise_decode(reps: list[dict], w: int, ts: list[int]) -> dict[str, Any]:
+def _summarise_decode(reps: list[dict], w: int, ts: list[int], reps_c: list[dict] | None = None) -> dict[str, Any]:
     """Pull per-t ring / full times and KV bytes out of the helper's dicts (see its docstring)."""
     def points(r: dict) -> list[dict]:
         for key in ("points", "rows", "curve", "results"):
@@ -499,21 +506,32 @@ def _summarise_decode(reps: list[dict], w: int, ts: list[int]) -> dict[str, Any]
             t = get(p, "t", "length", "tokens")
             if t is None:
                 continue
-            c = curve.setdefault(int(t), {"ring": [], "full": [], "kv": [], "formula": []})
+            c = curve.setdefault(int(t), {"ring": [], "full": [], "kv": [], "formula": [], "ring_c": []})
             c["ring"].append(get(p, "ring_s", "ring_per_token_s", "cached_s", "ring"))
             c["full"].append(get(p, "full_s", "full_per_token_s", "recompute_s", "full"))
             c["kv"].append(get(p, "kv_bytes", "ring_kv_bytes", "bytes"))
             f = get(p, "kv_formula_bytes", "formula_bytes", "formula")
             # the helper's formula is for a full window; before t reaches W the cache holds t slots
             c["formula"].append(None if f is None else f * min(int(t), w) / w)
+    for r in reps_c or []:
+        for p in points(r):
+            t = get(p, "t", "length", "tokens")
+            if t is not None and int(t) in curve:
+                curve[int(t)]["ring_c"].append(get(p, "ring_s", "ring_per_token_s", "cached_s", "ring"))
     rows, ratios = [], []
     for t in sorted(curve):
         c = curve[t]
-        rows.append({"t": t, "ring_s": stats(c["ring"]), "full_s": stats(c["full"]),
+        rows.append({"t": t, "ring_s": stats(c["ring"]), "full_s": stats(c["full"]), "ring_c_s": stats(c["ring_c"]),
                      "kv_bytes": stats(c["kv"]), "formula_bytes": stats(c["formula"])})
         vals = [f / r for f, r in zip(c["full"], c["ring"]) if f and r]
         if vals:
             ratios.append(ratio(vals, f"full recompute / ring cache per-token time, t={t}", "full", "ring", t=t))
+    for t in sorted(curve):
+        c = curve[t]
+        vals = [x / y for x, y in zip(c["ring_c"], c["ring"]) if x and y]
+        if vals:
+            ratios.append(ratio(vals, f"ring cache in the C ring / in torch tensors, per-token time, t={t}",
+                                "C-ring storage", "torch storage", t=t))
     tmin, tmax = (w if w in curve else min(curve), max(curve)) if curve else (None, None)
     if tmin is not None and tmax != tmin:
         a, z = curve[tmin]["ring"], curve[tmax]["ring"]
@@ -600,18 +618,22 @@ def plot_throughput(sec: dict, path: Path, machine: str) -> None:
     series: dict[tuple[str, str], list[dict]] = {}
     for r in sec["rows"]:
         series.setdefault((r["target"], r["mode"]), []).append(r)
-    for (name, mode), rows in sorted(series.items()):
+    colors = plt.get_cmap("tab10").colors
+    for i, ((name, mode), rows) in enumerate(sorted(series.items())):
         rows.sort(key=lambda r: r["window"])
         ws = [r["window"] for r in rows]
         style = "-o" if mode == "stateful" else "--s"
+        color = colors[i % len(colors)]
         for ax, key in zip(axes, ("steps_per_s", "examples_per_s")):
             ok = [(w, r[key]) for w, r in zip(ws, rows) if r[key]["median"]]
             if not ok:
                 continue
             med, err = _errbars([s for _, s in ok])
-            ax.errorbar([w for w, _ in ok], med, yerr=err, fmt=style, capsize=3, label=f"{name} ({mode})")
+            ax.errorbar([w for w, _ in ok], med, yerr=err, fmt=style, capsize=3, color=color,
+                        label=f"{name} ({mode})")
     for ax, title, unit in ((axes[0], "Spec-checked steps per second", "steps / s"),
-                            (axes[1], "Examples per second", "examples / s")):
+                            (axes[1], "Examples per second (stateful: one Hypothesis test case each)",
+                             "examples / s")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("window W (tokens)")
@@ -632,10 +654,10 @@ def plot_mutants(sec: dict, path: Path, budget: Budget) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(13, 0.32 * max(6, len(rows)) + 1.8), sharey=True)
     names = [r["mutant"] for r in rows]
     y = list(range(len(rows)))
-    panels = (("examples", "test cases until the first kill", "Examples to kill"),
-              ("steps", "tokens pushed until the first kill", "Tokens to kill"),
-              ("seconds", "seconds until the first kill", "Seconds to kill"))
-    for ax, (metric, unit, title) in zip(axes, panels):
+    panels = (("examples", "test cases until the first kill", "Examples to kill", 1.0),
+              ("steps", "tokens pushed until the first kill (0 drawn at 0.5)", "Tokens to kill", 0.5),
+              ("seconds", "seconds until the first kill", "Seconds to kill", 1e-3))
+    for ax, (metric, unit, title, floor) in zip(axes, panels):
         for off, mode, color, label in ((-0.2, "biased", "tab:blue", "boundary-biased (harness)"),
                                         (0.2, "uniform", "tab:orange", "uniform-random baseline")):
             med, lo, hi, surv = [], [], [], []
@@ -647,9 +669,9 @@ def plot_mutants(sec: dict, path: Path, budget: Budget) -> None:
                     hi.append(0)
                     surv.append(True)
                 else:
-                    m = max(s["median"], 1e-4)
+                    m = max(s["median"], floor)
                     med.append(m)
-                    lo.append(max(0.0, m - max(s["min"], 1e-4)))
+                    lo.append(max(0.0, m - max(s["min"], floor)))
                     hi.append(max(0.0, s["max"] - m))
                     surv.append(False)
             ax.barh([v + off for v in y], med, height=0.38, color=color, label=label,
@@ -663,7 +685,8 @@ def plot_mutants(sec: dict, path: Path, budget: Budget) -> None:
         _log_axis(ax, "x")
         ax.set_xlabel(f"{unit}\n(median over repeats, bars: min–max; log scale)", fontsize=8)
         ax.set_title(title, fontsize=10)
-        ax.grid(True, axis="x", which="both", alpha=0.3)
+        ax.set_xlim(left=floor * 0.7)
+        ax.grid(True, axis="x", which="major", alpha=0.4)
     axes[0].invert_yaxis()
     axes[0].legend(fontsize=7, loc="lower right")
     fig.suptitle(f"Cost to kill each mutant: boundary-biased strategies vs uniform-random baseline "
@@ -679,9 +702,10 @@ def plot_decode(sec: dict, path: Path) -> None:
     ts = [r["t"] for r in rows]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     ax = axes[0]
-    for key, label, style in (("ring_s", "ring-buffer cache (decode)", "-o"),
+    for key, label, style in (("ring_s", "ring-buffer cache, torch storage", "-o"),
+                              ("ring_c_s", "ring-buffer cache, C ring storage", "-^"),
                               ("full_s", "full recompute (no cache)", "--s")):
-        ok = [(t, r[key]) for t, r in zip(ts, rows) if r[key]["median"]]
+        ok = [(t, r[key]) for t, r in zip(ts, rows) if r.get(key, {}).get("median")]
         if ok:
             med, err = _errbars([{k: (v * 1e3 if isinstance(v, float) else v) for k, v in s.items()}
                                  for _, s in ok])
@@ -690,7 +714,7 @@ def plot_decode(sec: dict, path: Path) -> None:
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("tokens already decoded t")
-    ax.set_ylabel("time per decoded token (ms, median, bars: min–max)")
+    ax.set_ylabel("ms per decoded token (median; bars: min–max)")
     ax.set_title("Per-token decode time vs t")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
@@ -805,12 +829,14 @@ def render_markdown(rep: dict) -> str:
               f"single-token decodes per t and repeat (ring), one full forward over t + 1 tokens (full "
               f"recompute). Model: {c.get('layers')} layers, d_model {c.get('d_model')}, "
               f"{c.get('n_heads')} query / {c.get('n_kv_heads')} KV heads, head_dim {c.get('head_dim')}, "
-              f"{c.get('dtype')}, CPU. Formula: 2·layers·kv_heads·head_dim·min(t, W)·bytes.", "",
-              "| t | ring ms/token | full ms/token | KV bytes held | formula bytes |",
-              "|---:|---:|---:|---:|---:|"]
+              f"{c.get('dtype')}, CPU. Formula: 2·layers·kv_heads·head_dim·min(t, W)·bytes."
+              + ("" if s.get("c_backend", "ok") == "ok" else f" C-ring storage: {s['c_backend']}."), "",
+              "| t | ring ms/token (torch) | ring ms/token (C ring) | full recompute ms/token | KV bytes held | formula bytes |",
+              "|---:|---:|---:|---:|---:|---:|"]
         for r in s["rows"]:
             ms = lambda x: None if x is None else x * 1e3  # noqa: E731
-            L.append(f"| {r['t']} | {_fmt(ms(r['ring_s']['median']))} | {_fmt(ms(r['full_s']['median']))} | "
+            L.append(f"| {r['t']} | {_fmt(ms(r['ring_s']['median']))} | {_fmt(ms(r['ring_c_s']['median']))} | "
+                     f"{_fmt(ms(r['full_s']['median']))} | "
                      f"{_fmt(r['kv_bytes']['median'])} | {_fmt(r['formula_bytes']['median'])} |")
         L += ["", "| comparison | ratio |", "|---|---:|"]
         L += [f"| {r['label']} | {_fmt_ratio(r)} |" for r in s["ratios"]]
