@@ -17,32 +17,39 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Ring(Generic[T]):
-    """Lean ``KVWindow.Ring``: ``buf : List (Option α)``, ``head``, ``size``; ``w = buf.length``."""
+    """Lean ``KVWindow.Ring``: fields ``w``, ``buf : List (Option α)``, ``head``, ``size``.
+
+    ``None`` is Lean's ``none`` (an empty slot). Constructors go through
+    ``type(self)``/``cls`` so a test can subclass a deliberately broken ring.
+    """
 
     w: int
     buf: tuple[Optional[T], ...]
     head: int
     size: int
 
-    @staticmethod
-    def empty(w: int) -> "Ring[Any]":
-        """Lean ``Ring.empty w := ⟨w, List.replicate w none, 0, 0⟩``; ``W < 1`` is rejected."""
+    @classmethod
+    def empty(cls, w: int) -> "Ring[Any]":
+        """Lean ``Ring.empty w := Ring.mk w (emptySlots w) 0 0``; ``W < 1`` is rejected
+        (Lean's ``Ring.WF`` requires ``0 < w``)."""
         if isinstance(w, bool) or not isinstance(w, int):
             raise TypeError(f"ring window must be an int >= 1, got {w!r}")
         if w < 1:
             raise ValueError(f"ring window must be >= 1, got {w}")
-        return Ring(w, (None,) * w, 0, 0)
+        return cls(w, (None,) * w, 0, 0)
 
     def push(self, x: T) -> "Ring[T]":
         """Lean ``Ring.push``: while not full write slot ``(head + size) % w`` and grow;
         when full overwrite the head slot (the oldest) and advance ``head``."""
         if self.size < self.w:
             slot = (self.head + self.size) % self.w
-            return Ring(self.w, _set(self.buf, slot, x), self.head, self.size + 1)
-        return Ring(self.w, _set(self.buf, self.head, x), (self.head + 1) % self.w, self.size)
+            return type(self)(self.w, _set(self.buf, slot, x), self.head, self.size + 1)
+        return type(self)(self.w, _set(self.buf, self.head, x), (self.head + 1) % self.w, self.size)
 
     def to_list(self) -> list[T]:
-        """Lean ``Ring.toList``: ``(List.range size).filterMap (fun i => buf[(head + i) % w])``."""
+        """Lean ``Ring.toList r := somes r.reads``, where ``Ring.reads`` reads the ``size``
+        slots ``(head + i) % w`` for ``i < size`` (``readsOf``/``slotRead``) and ``somes``
+        keeps the filled ones (``List.filterMap id``)."""
         out = []
         for i in range(self.size):
             e = self.buf[(self.head + i) % self.w]
@@ -51,8 +58,8 @@ class Ring(Generic[T]):
         return out
 
     def wf(self) -> bool:
-        """Lean ``Ring.WF``: ``0 < w``, ``buf.length = w``, ``head < w``, ``size ≤ w``,
-        every read slot is filled, and ``head = 0`` until the ring first fills."""
+        """Lean ``Ring.WF``: ``0 < w ∧ buf.length = w ∧ head < w ∧ size ≤ w ∧
+        (size < w → head = 0) ∧ ∃ vals, reads = vals.map some`` (every read slot is filled)."""
         return (
             0 < self.w
             and len(self.buf) == self.w
@@ -64,12 +71,13 @@ class Ring(Generic[T]):
 
 
 def _set(buf: tuple, i: int, x: Any) -> tuple:
-    """Lean ``List.set``: replace index ``i``."""
+    """Lean ``KVWindow.setSlot``: replace slot ``i`` (no effect past the end)."""
     return buf[:i] + (x,) + buf[i + 1:]
 
 
 def slot_of(pos: int, w: int) -> int:
-    """Lean ``slot_eq_pos_mod``: after pushing positions ``0..n-1``, position ``p`` is in slot ``p % w``."""
+    """Lean ``slot_eq_pos_mod``: after pushing positions ``0..n-1``, every position ``p`` still
+    in the window (``n ≤ p + w``) is in slot ``p % w`` (``getSlot buf (p % w) = some p``)."""
     if w < 1:
         raise ValueError(f"ring window must be >= 1, got {w}")
     return pos % w

@@ -80,7 +80,8 @@ def pos_of(e: Any) -> int:
 
 
 def position_invariant(c: Sequence[Any]) -> bool:
-    """Lean ``KVWindow.PositionInvariant c := ∃ base, ∀ i < c.length, c[i].pos = base + i``.
+    """Lean ``KVWindow.PositionInvariant c := ∃ base, c.map Entry.pos = natsFrom base c.length``
+    (consecutive positions ``base, base+1, ...``).
 
     The witness, when one exists, can only be ``c[0].pos``; the empty cache holds vacuously.
     """
@@ -91,8 +92,8 @@ def position_invariant(c: Sequence[Any]) -> bool:
 
 
 def positions_last_window(w: int, n: int) -> list[int]:
-    """Lean ``KVWindow.positions_lastWindow``: the cache after positions ``0..n-1`` holds
-    ``n - min w n .. n-1``. (The theorem's right-hand side, as a function.)"""
+    """Lean ``KVWindow.positionsLastWindow w n := natsFrom (n - min w n) (min w n)``: by
+    ``positions_lastWindow``, the cache after positions ``0..n-1`` holds ``n - min w n .. n-1``."""
     _nat("window", w)
     _nat("n", n)
     return list(range(n - min(w, n), n))

@@ -1,0 +1,138 @@
+"""``kvwindow prove``: build the Lean proofs and print the theorem inventory with axioms.
+
+Runs ``lake build`` at the repository root (core Lean only, so nothing but the
+toolchain in ``lean-toolchain`` is fetched), then reads the ``#print axioms``
+lines of ``lean/KVWindow/Audit.lean`` from the build log (or, when the build
+was cached and printed nothing, from ``lake env lean lean/KVWindow/Audit.lean``).
+
+Exit status: 0 every theorem built and uses only the standard axioms; 1 the
+build failed, a theorem is missing from the audit, or a theorem uses another
+axiom (``sorryAx`` included); 2 ``lake`` is not installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+AUDIT = Path("lean") / "KVWindow" / "Audit.lean"
+ALLOWED_AXIOMS = frozenset({"propext", "Quot.sound", "Classical.choice"})
+
+# Lean name -> the statement in words (the full table is lean/README.md).
+THEOREMS: dict[str, str] = {
+    "lastWindow_length": "the window holds min w n entries",
+    "lastWindow_suffix": "the window is a suffix of the history",
+    "step_lastWindow": "step w (lastWindow w xs) x = lastWindow w (xs ++ [x])",
+    "step_preserves_valid": "one step keeps Valid",
+    "run_correct": "the streamed cache = lastWindow w history",
+    "run_length_le": "the cache never holds more than w entries",
+    "pushChunk_correct": "a chunk of any length (also > w) gives the window of history ++ chunk",
+    "run_length_lt_of_gt": "once n > w the cache is shorter than the history",
+    "positions_lastWindow": "after positions 0..n-1 the cache holds n - min w n .. n-1",
+    "step_preserves_positionInvariant": "step keeps consecutive positions",
+    "push_simulates_step": "one ring push = one list step on the contents",
+    "push_preserves_wf": "ring push keeps the ring well formed",
+    "ring_run_correct": "a stream through the ring = the list model",
+    "slot_eq_pos_mod": "position p (still in the window) sits in slot p mod w",
+    "filter_inWindow_eq_lastWindow": "masking the full history keeps exactly the window",
+    "attention_eq": "attention over the masked history = attention over the cache, any attn",
+    "sinkStep_correct": "the sink step keeps the StreamingLLM window",
+    "sinkRun_correct": "a stream with sinks = sinkWindow",
+}
+
+INSTALL_HELP = """\
+kvwindow prove needs `lake`, which comes with a Lean toolchain.
+Install elan (the Lean toolchain manager), then run this again:
+
+    curl https://elan.lean-lang.org/elan-init.sh -sSf | sh -s -- -y --default-toolchain none
+    source ~/.elan/env
+
+The toolchain pinned in lean-toolchain (leanprover/lean4:v4.35.0) is fetched on the
+first `lake build`; the proofs use core Lean only, so nothing else is downloaded.
+"""
+
+_DEPENDS = re.compile(r"'(?:KVWindow\.)?([\w.']+)' depends on axioms: \[([^\]]*)\]")
+_NONE = re.compile(r"'(?:KVWindow\.)?([\w.']+)' does not depend on any axioms")
+
+
+def parse_axioms(log: str) -> dict[str, list[str]]:
+    """``#print axioms`` output -> {theorem (without the KVWindow. prefix): [axiom, ...]}."""
+    found: dict[str, list[str]] = {}
+    for m in _DEPENDS.finditer(log):
+        found[m.group(1)] = [a.strip() for a in m.group(2).replace("\n", " ").split(",") if a.strip()]
+    for m in _NONE.finditer(log):
+        found[m.group(1)] = []
+    return found
+
+
+def report(axioms: dict[str, list[str]], out=None) -> int:
+    """Print the inventory; 0 when every theorem is present and uses only allowed axioms."""
+    out = sys.stdout if out is None else out
+    bad = 0
+    width = max(len(n) for n in THEOREMS)
+    print(f"{'theorem':<{width}}  axioms", file=out)
+    for name, words in THEOREMS.items():
+        if name not in axioms:
+            print(f"{name:<{width}}  MISSING from the audit output   ({words})", file=out)
+            bad += 1
+            continue
+        used = axioms[name]
+        extra = [a for a in used if a not in ALLOWED_AXIOMS]
+        shown = ", ".join(used) if used else "(none)"
+        flag = f"   NOT ALLOWED: {', '.join(extra)}" if extra else ""
+        print(f"{name:<{width}}  {shown}{flag}", file=out)
+        bad += bool(extra)
+    if bad:
+        print(f"\n{bad} theorem(s) missing or using axioms beyond {sorted(ALLOWED_AXIOMS)}", file=out)
+        return 1
+    print(f"\n{len(THEOREMS)} theorems proved; axioms used only from {sorted(ALLOWED_AXIOMS)}", file=out)
+    return 0
+
+
+def _run(cmd: list[str], root: Path, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=timeout)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="kvwindow prove", description="Build the Lean proofs and audit their axioms.")
+    ap.add_argument("--root", type=Path, default=ROOT, help="repository root (holds lakefile.lean)")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds allowed for each lake command")
+    ns = ap.parse_args(argv)
+
+    lake = shutil.which("lake")
+    if lake is None:
+        print(INSTALL_HELP, file=sys.stderr, end="")
+        return 2
+    root = ns.root.resolve()
+    print(f"$ lake build   (in {root})", flush=True)
+    try:
+        build = _run([lake, "build"], root, ns.timeout)
+    except subprocess.TimeoutExpired:
+        print(f"lake build did not finish within {ns.timeout:.0f} s", file=sys.stderr)
+        return 1
+    log = build.stdout + build.stderr
+    if build.returncode != 0:
+        print(log[-8000:], file=sys.stderr)
+        print(f"lake build failed (exit {build.returncode})", file=sys.stderr)
+        return 1
+    axioms = parse_axioms(log)
+    if not set(THEOREMS) <= set(axioms):  # cached build: ask Lean for the audit directly
+        try:
+            audit = _run([lake, "env", "lean", str(AUDIT)], root, ns.timeout)
+        except subprocess.TimeoutExpired:
+            print(f"lake env lean {AUDIT} did not finish within {ns.timeout:.0f} s", file=sys.stderr)
+            return 1
+        axioms.update(parse_axioms(audit.stdout + audit.stderr))
+        if audit.returncode != 0:
+            print((audit.stdout + audit.stderr)[-4000:], file=sys.stderr)
+    return report(axioms)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
