@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# GPU check for the CUDA ring KV cache (issue 7), one run, under 5 minutes:
+#   1. environment (torch must see a GPU),
+#   2. build csrc/build/libringkv_cuda.so with nvcc (or use a prebuilt one when nvcc is absent),
+#   3. GPU tests (tests/test_cuda_*.py),
+#   4. a short GPU campaign: kvwindow fuzz --target cuda-ring --target cuda-decoder --time 30,
+#   5. the decode-attention benchmark (B=64, W=4096, 8 KV heads, 32 query heads, D=128, bf16):
+#      achieved bandwidth vs the device's peak, side by side with torch SDPA.
+# Exit status: nonzero if the build, a test, the campaign or the benchmark's correctness check
+# fails. The bandwidth goal (>= 70 % of peak and faster than SDPA) is reported; set
+# REQUIRE_BW_GOAL=1 to make it fail the script too. KVWINDOW_PEAK_BW overrides the peak.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+START=$(date +%s)
+PY=.venv/bin/python
+status=0
+step() { echo; echo "=== $* [$(( $(date +%s) - START ))s]"; }
+fail() { echo "FAIL: $*"; status=1; }
+
+step "environment"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+if [ ! -x "$PY" ]; then
+  echo ".venv missing: make setup"
+  make setup || { echo "FAIL: make setup"; exit 1; }
+fi
+"$PY" - <<'PYEOF' || exit 1
+import sys, torch
+print(f"torch {torch.__version__} (CUDA {torch.version.cuda}), cuda available: {torch.cuda.is_available()}")
+if not torch.cuda.is_available():
+    sys.exit("FAIL: torch sees no CUDA device (a CPU-only torch in .venv?); nothing to check")
+print("device:", torch.cuda.get_device_name(), "capability", torch.cuda.get_device_capability())
+PYEOF
+
+step "build"
+"$PY" - <<'PYEOF' || exit 1
+import sys
+from impl import cuda_ring as c
+if c.nvcc_path():
+    print("nvcc:", c.nvcc_path())
+    print("built:", c.build(verbose=True))
+elif c.library_path().exists():
+    print(f"nvcc not found; using the prebuilt {c.library_path()}")
+else:
+    sys.exit(f"FAIL: no nvcc and no prebuilt {c.library_path()}")
+reason = c.unavailable_reason()
+if reason:
+    sys.exit(f"FAIL: the CUDA ring cannot run: {reason}")
+print("library loads; rkvc_dtype_supported(bf16) =", c.load()[1].rkvc_dtype_supported(2))
+PYEOF
+
+step "GPU tests"
+timeout 170 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_cuda_gpu.py tests/test_cuda_index.py \
+  tests/test_cuda_reference.py || fail "GPU tests"
+
+mkdir -p bench-out
+step "GPU campaign (30 s)"
+timeout 100 .venv/bin/kvwindow fuzz --target cuda-ring --target cuda-decoder --time 30 \
+  --report bench-out/cuda_campaign.json || fail "GPU campaign"
+
+step "decode-attention benchmark"
+mkdir -p bench-out
+bench_args=(--json bench-out/cuda_decode_bench.json)
+[ "${REQUIRE_BW_GOAL:-0}" = "1" ] && bench_args+=(--require-goal)
+timeout 120 "$PY" -m impl.cuda_bench "${bench_args[@]}" || fail "benchmark"
+
+step "done"
+[ $status -eq 0 ] && echo "gpu_check: PASS" || echo "gpu_check: FAIL"
+exit $status
