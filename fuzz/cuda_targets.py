@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from fuzz.ops import Chunk, Op, Push, Reset, SpecStream
+from fuzz.ops import Op, Push, Reset, SpecStream
 from fuzz.targets import CacheTarget, Mismatch, RunStats, Target, TargetUnavailable
 
 # ---------------------------------------------------------------------------
