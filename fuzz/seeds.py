@@ -111,15 +111,25 @@ def save_seed(seed: Seed, directory: str | Path = SEED_DIR) -> tuple[Path, bool]
     if path.exists():
         load_seed(path)  # raises SeedError if the stored copy is corrupt
         return path, False
-    atomic_write_json(path, seed.to_json())
+    doc = seed.to_json()
+    atomic_write_json(path, doc, format_seed(doc))
     return path, True
 
 
-def atomic_write_json(path: Path, doc: Any) -> None:
+def format_seed(doc: dict[str, Any]) -> str:
+    """Indented JSON with one op per line, so a seed reads (and diffs) like the op list it is."""
+    ops = doc["ops"]
+    body = json.dumps({**doc, "ops": "\0OPS\0"}, indent=2)
+    rows = ",\n".join("    " + json.dumps(op) for op in ops)
+    return body.replace('"\\u0000OPS\\u0000"', f"[\n{rows}\n  ]" if ops else "[]")
+
+
+def atomic_write_json(path: Path, doc: Any, text: str | None = None) -> None:
+    """Write ``doc`` (or the preformatted ``text``) to ``path`` atomically: temp file, fsync, rename."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2)
+            f.write(text if text is not None else json.dumps(doc, indent=2))
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
