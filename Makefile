@@ -23,4 +23,4 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 clean:
-	rm -rf build *.egg-info csrc/build impl/_ringkv*.so
+	rm -rf build *.egg-info csrc/build impl/_*.so
