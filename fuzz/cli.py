@@ -262,59 +262,106 @@ def _cmd_mutants(args) -> int:
         for m in chosen:
             print(f"{m.name:30s} {m.kind:8s} {m.bug_class}\n{'':30s} {m.description}\n{'':30s} {m.reference}")
         return 0
+    repeats = args.repeats if args.repeats is not None else (5 if args.baseline else 1)
+    if repeats < 1:
+        raise UsageError(f"--repeats must be >= 1, got {repeats}")
     console = _console()
-    console.print(f"kvwindow mutants: {len(chosen)} mutant(s), {args.time_per:g}s each"
+    budget = f"{args.time_per:g}s" + (f" / {args.max_examples} examples" if args.max_examples else "")
+    console.print(f"kvwindow mutants: {len(chosen)} mutant(s), budget {budget} per run"
+                  + (f", {repeats} campaign seeds ({args.seed}..{args.seed + repeats - 1})" if repeats > 1 else "")
                   + (", with the uniform-random baseline" if args.baseline else ""))
+
+    def cost(r) -> str:
+        return f"{r['examples']}" if r["killed"] else f">{r['examples_run']}"
 
     def progress(k) -> None:
         if not k.available:
             console.print(f"  {k.name}: unavailable ({k.reason})")
-        else:
-            base = ""
-            if args.baseline:
-                base = f"; uniform: {'killed after ' + str(k.baseline_examples) if k.baseline_killed else 'survived ' + str(k.baseline_examples_run)} examples"
-            console.print(f"  {k.name}: {'killed after ' + str(k.examples) if k.killed else 'SURVIVED ' + str(k.examples_run)} examples{base}")
+            return
+        line = f"  {k.name}: biased " + " ".join(cost(r) for r in k.biased_runs)
+        if args.baseline:
+            line += "; uniform " + " ".join(cost(r) for r in k.baseline_runs)
+        console.print(line + " examples")
 
     results = run_mutants(time_per=args.time_per, max_examples=args.max_examples, baseline=args.baseline,
                           seed=args.seed, window_max=args.window_max, seeds_dir=args.save_seeds,
-                          mutants=chosen, on_result=progress)
+                          repeats=repeats, mutants=chosen, on_result=progress)
     kill_table(console, results, args.baseline)
     if args.json:
         seedstore.atomic_write_json(Path(args.json), [k.to_json() for k in results])
     available = [k for k in results if k.available]
-    return 0 if available and all(k.killed for k in available) else 1
+    return 0 if available and all(k.killed_every_repeat for k in available) else 1
+
+
+def _bound(stats: dict, key: str) -> str:
+    v = stats[key]
+    if v is None:
+        return ""
+    text = f"{v:g}" if isinstance(v, float) else str(v)
+    return (">" if stats[f"{key}_lower_bound"] else "") + text
+
+
+def _spread(stats: dict) -> str:
+    """``median (min-max)``; survivors show as ``>N`` (the budget they spent)."""
+    return f"{_bound(stats, 'median')} ({_bound(stats, 'min')}-{_bound(stats, 'max')})"
+
+
+def _ratio_text(r) -> str:
+    if r is None:
+        return ""
+    return ("≥" if r["lower_bound"] else "") + f"{r['value']:.1f}x"
 
 
 def kill_table(console, results, baseline: bool) -> None:
     from rich.table import Table
 
+    avail = [k for k in results if k.available]
+    repeats = max((len(k.biased_runs) for k in avail), default=1)
     t = Table(title="mutant kill table", title_justify="left")
-    for col in ("mutant", "class", "killed", "examples", "steps", "seconds"):
-        t.add_column(col, justify="right" if col in ("examples", "steps", "seconds") else "left")
-    if baseline:
-        for col in ("uniform ex", "uniform steps", "ex ratio", "steps ratio"):
+    t.add_column("mutant")
+    t.add_column("class")
+    t.add_column("killed")
+    if repeats == 1 and not baseline:
+        for col in ("examples", "steps", "seconds"):
             t.add_column(col, justify="right")
+    else:
+        t.add_column("examples med (min-max)", justify="right")
+        t.add_column("tokens med (min-max)", justify="right")
+    if baseline:
+        t.add_column("uniform killed")
+        t.add_column("uniform ex med (min-max)", justify="right")
+        t.add_column("uniform tokens med (min-max)", justify="right")
+        t.add_column("ex ratio", justify="right")
+        t.add_column("tokens ratio", justify="right")
     t.add_column("shrunk seed")
     for k in results:
         if not k.available:
-            t.add_row(k.name, k.bug_class, "n/a", "", "", "", *([""] * 4 if baseline else []), k.reason[:60])
+            t.add_row(k.name, k.bug_class, "n/a", *([""] * (len(t.columns) - 4)), k.reason[:60])
             continue
-        row = [k.name, k.bug_class, "[green]yes[/]" if k.killed else "[bold red]NO[/]",
-               str(k.examples) if k.killed else f">{k.examples_run}", str(k.steps or ""),
-               f"{k.seconds:.3f}" if k.seconds is not None else ""]
+        b = k.biased_summary()
+        kills = f"{b['kills']}/{b['runs']}"
+        kills = f"[green]{kills}[/]" if b["kills"] == b["runs"] else f"[bold red]{kills}[/]"
+        row = [k.name, k.bug_class, kills]
+        if repeats == 1 and not baseline:
+            row += [str(k.examples) if k.killed else f">{k.examples_run}", str(k.steps or ""),
+                    f"{k.seconds:.3f}" if k.seconds is not None else ""]
+        else:
+            row += [_spread(b["examples"]), _spread(b["steps"])]
         if baseline:
-            row += [str(k.baseline_examples) if k.baseline_killed else f">{k.baseline_examples_run}",
-                    str(k.baseline_steps or ""),
-                    f"{k.ratio:.1f}x" if k.ratio is not None else ("inf" if k.killed and not k.baseline_killed else ""),
-                    f"{k.steps_ratio:.1f}x" if k.steps_ratio is not None else ""]
+            u = k.baseline_summary()
+            ratios = k.median_ratios()
+            row += [f"{u['kills']}/{u['runs']}", _spread(u["examples"]), _spread(u["steps"]),
+                    _ratio_text(ratios.get("examples")), _ratio_text(ratios.get("steps"))]
         row.append(f"W={k.window} {k.ops or '(no ops)'}" if k.killed else "")
         t.add_row(*row)
     console.print(t)
-    avail = [k for k in results if k.available]
     if baseline:
-        console.print("ratios are uniform / biased: examples-to-kill and steps (tokens pushed) to kill; "
-                      "inf = the uniform tester never killed it")
-    console.print(f"killed {sum(k.killed for k in avail)}/{len(avail)} available mutants"
+        console.print("uniform = the naive uniform-random tester under the same budget and campaign seeds. "
+                      "Costs are to the first failing case: examples (test cases) and tokens pushed; "
+                      "'>N' = not killed within the budget (counted as what it spent, so medians and ratios "
+                      "marked > / ≥ are lower bounds). Ratios = median uniform cost / median biased cost.")
+    console.print(f"killed {sum(k.killed_every_repeat for k in avail)}/{len(avail)} available mutants"
+                  + (f" under every one of {repeats} seeds" if repeats > 1 else "")
                   + (f" ({len(results) - len(avail)} unavailable)" if len(avail) < len(results) else ""))
 
 
@@ -386,6 +433,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--time-per", type=float, default=10.0, help="seconds per mutant (default 10)")
     m.add_argument("--max-examples", type=int, default=None)
     m.add_argument("--baseline", action="store_true", help="also run the naive uniform-random tester")
+    m.add_argument("--repeats", type=int, default=None, metavar="N",
+                   help="campaign seeds per mutant and tester: seed, seed+1, ... (default 5 with --baseline, else 1)")
     m.add_argument("--only", action="append", help="mutant name or prefix (repeatable)")
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--window-max", type=int, default=16)

@@ -1,11 +1,22 @@
-"""The mutant catalogue: every mutant is killed within a bounded number of examples; kills write no seeds."""
+"""The mutant catalogue: every mutant is killed within a bounded number of examples; kills write no seeds.
+
+Also the baseline measurement: per-seed runs of both testers, censored statistics
+(a survivor counts as "more than its budget"), a reproducible uniform tester, and
+the boundary-only mutants that only an exact boundary exposes.
+"""
+
+import random
 
 import pytest
+from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from fuzz import seeds
 from fuzz.cli import main
-from impl.mutants.catalogue import MutantError, apply_edit, catalogue, py_ring_mutant
-from impl.mutants.run import run_mutants
+from fuzz.ops import Chunk, Push, Reset, parse_ops
+from fuzz.strategies import uniform_case, uniform_cases
+from fuzz.targets import TargetUnavailable
+from impl.mutants.catalogue import MutantError, apply_edit, catalogue, py_ring_mutant, select
+from impl.mutants.run import censored_stats, run_mutants, summarize
 
 #: Examples (before shrinking) within which every mutant must die, with the fixed seed below.
 BOUND = 60
@@ -14,6 +25,7 @@ BOUND = 60
 def test_catalogue_covers_design_bug_classes():
     ms = catalogue()
     assert len(ms) >= 8
+    assert set(BOUNDARY) <= {m.name for m in ms}
     for m in ms:
         assert m.bug_class and m.kind in ("py-ring", "c-ring", "decoder")
         if m.name != "decoder-*":
@@ -41,6 +53,118 @@ def test_every_mutant_is_killed_within_bound():
             assert k.reason  # unavailable mutants say why
 
 
+#: Mutants that are right on every stream except at one exact boundary, with a case that
+#: hits the boundary (must fail) and cases that come close but miss it (must pass).
+BOUNDARY = {
+    "ring-chunk-overflow-by-one": (4, ["chunk:5", "push push push push chunk:1", "push chunk:4"],
+                                   ["chunk:6 push chunk:3 chunk:4 chunk:0 push", "chunk:4 push chunk:2 reset:3 chunk:3"]),
+    "ring-chunk-fill-reads-empty": (4, ["chunk:4", "push push chunk:2", "chunk:1 chunk:3"],
+                                    ["chunk:3 push push chunk:6", "push chunk:5 push chunk:2 reset:2 chunk:1 push"]),
+    "c-chunk-fills-window-fast-path": (4, ["push chunk:4", "chunk:2 chunk:4", "chunk:7 chunk:4"],
+                                       ["chunk:4 chunk:4 push chunk:3 chunk:5", "push chunk:3 chunk:5 chunk:8"]),
+    "c-read-first-lap-le": (4, ["chunk:5", "push push push push push", "chunk:3 chunk:2"],
+                            ["chunk:4 chunk:2 push push", "chunk:6 push reset:1 push push push"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BOUNDARY))
+def test_boundary_mutant_fails_only_at_its_boundary(name):
+    (m,) = select([name])
+    try:
+        target = m.make_target()
+    except TargetUnavailable as e:
+        pytest.skip(str(e))
+    window, hits, misses = BOUNDARY[name]
+    for text in hits:
+        with pytest.raises(AssertionError):
+            target.run(window, parse_ops(text))
+    for text in misses:
+        target.run(window, parse_ops(text))  # no mismatch
+
+
+@pytest.mark.parametrize("name", sorted(BOUNDARY))
+def test_boundary_mutant_killed_under_every_seed(name):
+    (k,) = run_mutants(time_per=30, max_examples=BOUND + 40, seed=0, repeats=5, only=[name])
+    if not k.available:
+        pytest.skip(k.reason)
+    assert [r["seed"] for r in k.biased_runs] == [0, 1, 2, 3, 4]
+    slow = [(r["seed"], r["examples"] if r["killed"] else f">{r['examples_run']}")
+            for r in k.biased_runs if not r["killed"] or r["examples"] > BOUND]
+    assert not slow, f"{name}: not killed within {BOUND} examples under seeds {slow}"
+
+
+def test_baseline_reports_every_seed():
+    (k,) = run_mutants(time_per=10, max_examples=150, seed=3, repeats=3, baseline=True,
+                       only=["ring-chunk-overflow-by-one"])
+    assert k.repeats == 3 and len(k.biased_runs) == len(k.baseline_runs) == 3
+    for runs in (k.biased_runs, k.baseline_runs):
+        assert [r["seed"] for r in runs] == [3, 4, 5]
+        for r in runs:
+            assert set(r) >= {"killed", "examples", "steps", "examples_run", "steps_run", "seconds_run"}
+            if r["killed"]:
+                assert 1 <= r["examples"] <= r["examples_run"] and r["steps"] >= 1
+            else:
+                assert r["examples"] is None and r["examples_run"] >= 1
+    # repeat 0 fills the fields kvwindow bench reads
+    assert k.killed == k.biased_runs[0]["killed"] and k.examples == k.biased_runs[0]["examples"]
+    assert k.baseline_killed == k.baseline_runs[0]["killed"]
+    j = k.to_json()
+    assert j["summary"]["biased"]["runs"] == 3 and j["summary"]["uniform"]["runs"] == 3
+    assert set(j["summary"]["median_ratio"]) == {"examples", "steps"}
+
+
+def test_censored_stats_count_survivors_as_lower_bounds():
+    runs = [{"killed": True, "examples": 4, "examples_run": 4},
+            {"killed": False, "examples": None, "examples_run": 100},
+            {"killed": True, "examples": 9, "examples_run": 9}]
+    st = censored_stats(runs, "examples")
+    assert (st["min"], st["median"], st["max"]) == (4, 9, 100)
+    assert not st["median_lower_bound"] and st["max_lower_bound"]
+    runs.append({"killed": False, "examples": None, "examples_run": 100})
+    st = censored_stats(runs, "examples")
+    assert st["median"] == (9 + 100) / 2 and st["median_lower_bound"]
+    for r in runs:
+        r["steps"], r["steps_run"] = r["examples"], r["examples_run"]
+    s = summarize(runs)
+    assert s["kills"] == 2 and s["kill_rate"] == 0.5 and s["steps"]["max_lower_bound"]
+
+
+def test_uniform_baseline_is_naive_and_reproducible():
+    rng = random.Random(7)
+    sizes, resets, kinds = set(), set(), {"push": 0, "chunk": 0, "reset": 0}
+    for _ in range(400):
+        w, ops = uniform_case(rng, window_max=8)
+        assert 1 <= w <= 8 and len(ops) <= 24
+        for op in ops:
+            if isinstance(op, Chunk):
+                kinds["chunk"] += 1
+                sizes.add(op.n)
+            elif isinstance(op, Reset):
+                kinds["reset"] += 1
+                resets.add(op.window)
+            else:
+                assert isinstance(op, Push)
+                kinds["push"] += 1
+    assert sizes == set(range(0, 25)) and resets == set(range(1, 9))  # chunks uniform in 0..3*window_max
+    assert min(kinds.values()) > 0.8 * max(kinds.values())  # push / chunk / reset equally likely
+
+    def draw(salt):
+        got = []
+
+        @seed(11)
+        @settings(max_examples=5, database=None, phases=[Phase.generate],
+                  suppress_health_check=list(HealthCheck))
+        @given(uniform_cases(8, salt=salt))
+        def collect(case):
+            got.append(case)
+
+        collect()
+        return got
+
+    assert draw(0) == draw(0)  # the campaign seed fixes the baseline's cases
+    assert draw(0)[0] != draw(1)[0]  # and each campaign seed starts from its own case
+
+
 def test_baseline_runs_side_by_side():
     (k,) = run_mutants(time_per=10, max_examples=100, seed=0, baseline=True, only=["ring-keeps-W+1"])
     assert k.killed and k.baseline_killed is not None
@@ -61,6 +185,6 @@ def test_cli_kill_table(tmp_path, capsys):
                "--baseline", "--save-seeds", str(tmp_path)])
     out = capsys.readouterr().out
     assert rc == 0
-    assert "mutant kill table" in out and "ring-keeps-W+1" in out and "uniform ex" in out
+    assert "mutant kill table" in out and "ring-keeps-W+1" in out and "uniform" in out and "ratio" in out
     assert list(tmp_path.glob("*.json"))  # saved only where asked
     assert main(["mutants", "--only", "no-such-mutant"]) == 2

@@ -165,6 +165,12 @@ CACHE_POS = "https://github.com/Sudharsanselvaraj/Token-Print/pull/268"
 RING_STATE = "https://github.com/Blaizzy/mlx-vlm/issues/1715"
 ONE_TOO_FEW = "https://github.com/lightseekorg/tokenspeed/pull/578"
 SLICE = "https://github.com/EricLBuehler/mistral.rs/issues/246"
+#: A prefill covering the whole window takes an overwrite branch that skips the normal logic.
+FULL_WINDOW_PATH = "https://github.com/EricLBuehler/mistral.rs/pull/2333"
+#: A capacity guard off by one misses the next-full condition and writes past the window.
+OVERFLOW_BY_ONE = "https://github.com/toyaix/tritonllm/pull/34"
+#: Writing exactly enough to fill a ring leaves head == tail: the ring reads as empty.
+FULL_AS_EMPTY = "https://github.com/littlekernel/lk/pull/173"
 
 PY_RING = [
     py_ring_mutant(
@@ -214,6 +220,21 @@ PY_RING = [
         "ring-chunk-loses-skipped", "prefill chunk longer than W (positions)", CHUNK,
         "the long-chunk fast path drops entries without counting them, so later positions shift",
         "        self.n += skip\n", "        self.n += 0\n"),
+    # Boundary-only mutants: right on every stream except at one exact boundary, so a
+    # tester that does not aim at the boundaries rarely reaches them (what --baseline measures).
+    py_ring_mutant(
+        "ring-chunk-overflow-by-one", "chunk overflowing the window by exactly one (eviction check off by one)",
+        OVERFLOW_BY_ONE,
+        "the no-eviction prefill path is taken while the chunk overflows the free slots by one, so exactly "
+        "when fill + chunk == W + 1 the last entry overwrites the oldest without evicting it",
+        "        if self.size + len(entries) <= self.w:  # the chunk fits in the free slots: nothing to evict\n",
+        "        if self.size + len(entries) <= self.w + 1:  # the chunk fits in the free slots: nothing to evict\n"),
+    py_ring_mutant(
+        "ring-chunk-fill-reads-empty", "stream reaching exactly W (full read as empty)", FULL_AS_EMPTY,
+        "the fill after a prefill is computed modulo W, as in a head/tail ring: a chunk that leaves the ring "
+        "exactly full (fill + chunk == W) makes it read as empty",
+        "            self.size += len(entries)\n",
+        "            self.size = (self.size + len(entries)) % self.w\n"),
 ]
 
 #: C mutants edit the shared index math or the ring itself; the snippet must exist verbatim.
@@ -244,6 +265,30 @@ C_RING = [
         "a slot is stamped with the cache length instead of the token's position",
         "ringkv.c",
         "  r->pos[s] = pos;\n", "  r->pos[s] = rkv_len(r->n, r->w);\n"),
+    # Boundary-only C mutants (see the Python ones above).
+    c_ring_mutant(
+        "c-chunk-fills-window-fast-path", "prefill chunk of exactly W (full-window fast path)", FULL_WINDOW_PATH,
+        "a chunk of exactly W tokens is memcpy'd to slots 0..W-1; right only when the stream position is a "
+        "multiple of W, since position p belongs in slot p % W",
+        "ringkv.c",
+        "  for (int64_t k = rkv_chunk_first_kept(n, r->w); k < n; k++)\n",
+        "  if (n == r->w) { /* the chunk replaces the whole window: one copy instead of the scatter */\n"
+        "    memcpy(r->keys, keys, (size_t)n * wd * sizeof(float));\n"
+        "    memcpy(r->values, values, (size_t)n * wd * sizeof(float));\n"
+        "    for (int64_t k = 0; k < n; k++) r->pos[k] = first_pos + k;\n"
+        "  } else\n"
+        "  for (int64_t k = rkv_chunk_first_kept(n, r->w); k < n; k++)\n"),
+    c_ring_mutant(
+        "c-read-first-lap-le", "read right after the first eviction (n == W + 1; strict vs non-strict)", WRAPAROUND,
+        "the read takes the not-yet-wrapped shortcut (oldest entry in slot 0) while the newest position "
+        "n - 1 <= W instead of < W, so exactly at n == W + 1 the window is read rotated by one",
+        "ringkv.c",
+        "static void read_positions(const ringkv_t *r, int64_t *dst, int64_t len) {\n"
+        "  if (len == 0) return;\n"
+        "  int64_t first = rkv_logical_slot(r->n, r->w, 0);\n",
+        "static void read_positions(const ringkv_t *r, int64_t *dst, int64_t len) {\n"
+        "  if (len == 0) return;\n"
+        "  int64_t first = r->n - 1 <= r->w ? 0 : rkv_logical_slot(r->n, r->w, 0); /* first lap: no modulo */\n"),
 ]
 
 

@@ -3,18 +3,96 @@
 ``run_mutants`` is what ``kvwindow mutants`` prints and what ``kvwindow bench``
 reuses. Mutant kills write no seeds unless ``seeds_dir`` is given, and use no
 example database, so every kill is found afresh and the counts are comparable.
+
+The measurement (``baseline=True``, ``repeats=N``): each mutant is run under
+both testers — the boundary-biased strategies (:func:`fuzz.strategies.cases`)
+and the naive uniform-random tester (:func:`fuzz.strategies.uniform_cases`) —
+with the same budget (``time_per`` seconds and ``max_examples`` examples) for
+each of ``N`` campaign seeds ``seed, seed + 1, ...``. Every run is kept
+(:attr:`KillResult.biased_runs`, :attr:`KillResult.baseline_runs`); the
+summary gives the kill rate and min / median / max of examples- and
+tokens-to-kill, where a run that did not kill within its budget counts as
+"more than what it spent" (a lower bound, printed ``>N``) rather than being
+dropped.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from fuzz.campaign import fuzz_target
+from fuzz.campaign import TargetResult, fuzz_target
 from fuzz.strategies import uniform_cases
 from fuzz.targets import TargetUnavailable
 from impl.mutants.catalogue import Mutant, MutantError, select
+
+#: The cost metrics of one kill: test cases run and tokens pushed until the first failing case.
+COST_METRICS = ("examples", "steps")
+
+
+def run_record(res: TargetResult, seed: int, t0: float) -> dict[str, Any]:
+    """One campaign of one tester against one mutant, as a plain dict.
+
+    ``examples``/``steps``/``seconds`` are the cost to the first failing case
+    (``None`` when it survived); ``examples_run``/``steps_run``/``seconds_run``
+    are what the run spent in all (for a survivor: the budget it used up).
+    """
+    killed = bool(res.failures)
+    return {
+        "seed": seed,
+        "killed": killed,
+        "examples": res.examples_to_fail if killed else None,
+        "steps": res.steps_to_fail if killed else None,
+        "seconds": res.seconds_to_fail if killed else None,
+        "examples_run": res.examples,
+        "steps_run": res.steps,
+        "seconds_run": round(time.monotonic() - t0, 3),
+    }
+
+
+def censored_stats(runs: list[dict[str, Any]], metric: str) -> dict[str, Any]:
+    """min / median / max of ``metric`` over ``runs``, survivors counted as lower bounds.
+
+    A run that did not kill contributes ``>{metric}_run`` (what it spent): it is
+    ordered after every kill, and a statistic that lands on it is reported with
+    ``*_lower_bound: True``. A median of an even count averages the two middle
+    values (a lower bound if either is one).
+    """
+    vals = sorted(((0, r[metric]) if r["killed"] else (1, r[f"{metric}_run"]) for r in runs),
+                  key=lambda cv: (cv[0], cv[1]))
+    if not vals:
+        return {"min": None, "median": None, "max": None,
+                "min_lower_bound": False, "median_lower_bound": False, "max_lower_bound": False}
+    n = len(vals)
+    if n % 2:
+        med, med_lb = float(vals[n // 2][1]), bool(vals[n // 2][0])
+    else:
+        a, b = vals[n // 2 - 1], vals[n // 2]
+        med, med_lb = (a[1] + b[1]) / 2, bool(a[0] or b[0])
+    return {"min": vals[0][1], "median": med, "max": vals[-1][1],
+            "min_lower_bound": bool(vals[0][0]), "median_lower_bound": med_lb,
+            "max_lower_bound": bool(vals[-1][0])}
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Kill rate and censored min / median / max of each cost metric over one tester's runs."""
+    kills = sum(r["killed"] for r in runs)
+    return {"runs": len(runs), "kills": kills, "kill_rate": kills / len(runs) if runs else None,
+            **{m: censored_stats(runs, m) for m in COST_METRICS}}
+
+
+def median_ratio(biased: dict[str, Any], baseline: dict[str, Any], metric: str) -> dict[str, Any] | None:
+    """Median baseline cost over median biased cost (> 1: the boundary bias kills with less).
+
+    ``lower_bound`` when the baseline median is itself a lower bound (it mostly
+    survived); ``None`` when the biased median is a lower bound or zero (no
+    meaningful ratio).
+    """
+    b, u = biased[metric], baseline[metric]
+    if b["median"] is None or u["median"] is None or b["median_lower_bound"] or not b["median"]:
+        return None
+    return {"value": u["median"] / b["median"], "lower_bound": u["median_lower_bound"]}
 
 
 @dataclass
@@ -25,6 +103,7 @@ class KillResult:
     reference: str
     available: bool = True
     reason: str = ""
+    # -- the first repeat (campaign seed ``seed``): the biased tester --
     killed: bool = False
     examples: int | None = None  #: examples until the first failing one (before shrinking)
     steps: int | None = None  #: tokens pushed until then
@@ -34,11 +113,16 @@ class KillResult:
     ops: str | None = None
     error: str | None = None
     seed_path: str | None = None
+    # -- the first repeat: the uniform baseline --
     baseline_killed: bool | None = None
     baseline_examples: int | None = None
     baseline_steps: int | None = None
     baseline_seconds: float | None = None
     baseline_examples_run: int = 0
+    # -- every repeat (one dict per campaign seed, see run_record) --
+    repeats: int = 1
+    biased_runs: list[dict[str, Any]] = field(default_factory=list)
+    baseline_runs: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ratio(self) -> float | None:
@@ -54,10 +138,32 @@ class KillResult:
             return None
         return self.baseline_steps / self.steps
 
+    @property
+    def killed_every_repeat(self) -> bool:
+        """The biased tester killed the mutant under every campaign seed."""
+        return bool(self.biased_runs) and all(r["killed"] for r in self.biased_runs)
+
+    def biased_summary(self) -> dict[str, Any]:
+        return summarize(self.biased_runs)
+
+    def baseline_summary(self) -> dict[str, Any] | None:
+        return summarize(self.baseline_runs) if self.baseline_runs else None
+
+    def median_ratios(self) -> dict[str, Any]:
+        """Per cost metric, :func:`median_ratio` of baseline over biased (empty without a baseline)."""
+        u = self.baseline_summary()
+        if u is None:
+            return {}
+        b = self.biased_summary()
+        return {m: median_ratio(b, u, m) for m in COST_METRICS}
+
     def to_json(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d["ratio"] = self.ratio
         d["steps_ratio"] = self.steps_ratio
+        if self.available:
+            d["summary"] = {"biased": self.biased_summary(), "uniform": self.baseline_summary(),
+                            "median_ratio": self.median_ratios()}
         return d
 
 
@@ -72,26 +178,36 @@ def run_mutants(
     seeds_dir=None,
     seed_dir=None,
     mode: str | None = None,
+    repeats: int = 1,
     mutants: list[Mutant] | None = None,
     on_result: Callable[[KillResult], None] | None = None,
+    on_run: Callable[[str, str, dict[str, Any]], None] | None = None,
 ) -> list[KillResult]:
-    """A campaign of ``time_per`` seconds (or ``max_examples``) against each mutant.
+    """A campaign of ``time_per`` seconds (or ``max_examples``) against each mutant, ``repeats`` times.
 
     With ``baseline`` the same mutant is also run against :func:`fuzz.strategies.uniform_cases`
     under the same budget. ``mode`` picks what runs: ``"biased"`` (the harness's
     strategies; the default), ``"uniform"`` (only the naive baseline, reported
     in the main fields ``killed``/``examples``/``seconds``) or ``"both"`` (what
     ``baseline=True`` means: biased in the main fields, the baseline in
-    ``baseline_*``). ``seed_dir`` is an alias of ``seeds_dir``. Unavailable mutants (no C ring, no torch) are
-    reported with the reason, not skipped silently.
+    ``baseline_*``). Repeat ``i`` uses campaign seed ``seed + i`` for both
+    testers; the main and ``baseline_*`` fields are repeat 0, every repeat is in
+    ``biased_runs`` / ``baseline_runs``. Only repeat 0 of the main tester shrinks
+    (its shrunk case is the reported seed) and may save a seed. ``seed_dir`` is
+    an alias of ``seeds_dir``. ``on_run(mutant, tester, record)`` is called after
+    each single campaign. Unavailable mutants (no C ring, no torch) are reported
+    with the reason, not skipped silently.
     """
     seeds_dir = seeds_dir if seeds_dir is not None else seed_dir
     mode = mode or ("both" if baseline else "biased")
     if mode not in ("biased", "uniform", "both"):
         raise ValueError(f"mode must be biased, uniform or both, got {mode!r}")
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    base_seed = 0 if seed is None else seed
     out = []
     for m in (mutants if mutants is not None else select(only)):
-        kr = KillResult(m.name, m.bug_class, m.kind, m.reference)
+        kr = KillResult(m.name, m.bug_class, m.kind, m.reference, repeats=repeats)
         try:
             target = m.make_target()
         except (TargetUnavailable, MutantError) as e:
@@ -101,28 +217,44 @@ def run_mutants(
                 on_result(kr)
             continue
         wmax = min(window_max, target.max_window or window_max)
-        uniform = uniform_cases(wmax, max_tokens=target.max_tokens)
-        res = fuzz_target(target, seconds=time_per, max_examples=max_examples, window_max=window_max,
-                          seed=seed, database=None, seed_dir=seeds_dir, save_seed=seeds_dir is not None,
-                          strategy=uniform if mode == "uniform" else None)
-        kr.examples_run = res.examples
-        if res.failures:
-            kr.killed = True
-            kr.examples, kr.steps, kr.seconds = res.examples_to_fail, res.steps_to_fail, res.seconds_to_fail
-            kr.window, kr.ops, kr.error = res.fail_window, res.fail_ops, res.failures[0].error.splitlines()[0][:300]
-            kr.seed_path = res.seed_path
-        if mode == "both":
+        for rep in range(repeats):
+            s = base_seed + rep
+            first = rep == 0
+            uniform = uniform_cases(wmax, max_tokens=target.max_tokens, salt=s)
             t0 = time.monotonic()
-            b = fuzz_target(m.make_target(), seconds=time_per, max_examples=max_examples, window_max=window_max,
-                            seed=seed, database=None, save_seed=False, shrink=False,
-                            strategy=uniform)
-            kr.baseline_examples_run = b.examples
-            kr.baseline_killed = bool(b.failures)
-            if b.failures:
-                kr.baseline_examples, kr.baseline_steps = b.examples_to_fail, b.steps_to_fail
-                kr.baseline_seconds = b.seconds_to_fail
-            else:
-                kr.baseline_seconds = round(time.monotonic() - t0, 3)
+            res = fuzz_target(target if first else m.make_target(), seconds=time_per, max_examples=max_examples,
+                              window_max=window_max, seed=s, database=None, seed_dir=seeds_dir,
+                              save_seed=first and seeds_dir is not None, shrink=first,
+                              strategy=uniform if mode == "uniform" else None)
+            rec = run_record(res, s, t0)
+            kr.biased_runs.append(rec)
+            if on_run:
+                on_run(m.name, "uniform" if mode == "uniform" else "biased", rec)
+            if first:
+                kr.examples_run = res.examples
+                if res.failures:
+                    kr.killed = True
+                    kr.examples, kr.steps, kr.seconds = res.examples_to_fail, res.steps_to_fail, res.seconds_to_fail
+                    kr.window, kr.ops = res.fail_window, res.fail_ops
+                    kr.error = res.failures[0].error.splitlines()[0][:300]
+                    kr.seed_path = res.seed_path
+            if mode == "both":
+                t0 = time.monotonic()
+                b = fuzz_target(m.make_target(), seconds=time_per, max_examples=max_examples,
+                                window_max=window_max, seed=s, database=None, save_seed=False, shrink=False,
+                                strategy=uniform)
+                brec = run_record(b, s, t0)
+                kr.baseline_runs.append(brec)
+                if on_run:
+                    on_run(m.name, "uniform", brec)
+                if first:
+                    kr.baseline_examples_run = b.examples
+                    kr.baseline_killed = bool(b.failures)
+                    if b.failures:
+                        kr.baseline_examples, kr.baseline_steps = b.examples_to_fail, b.steps_to_fail
+                        kr.baseline_seconds = b.seconds_to_fail
+                    else:
+                        kr.baseline_seconds = brec["seconds_run"]
         out.append(kr)
         if on_result:
             on_result(kr)

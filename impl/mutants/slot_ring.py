@@ -7,7 +7,10 @@ missing), so a mutant is a realistic one-line bug in real code, not a toy.
 
 Layout: ``W`` slots of preallocated arrays (positions, keys, values, zero
 filled), a ``head`` (the oldest slot), a ``size`` (filled slots) and ``n``
-(tokens seen: the absolute position of the next token). It implements the
+(tokens seen: the absolute position of the next token). A chunk that fits in
+the free slots is written in one pass without the eviction logic (the
+prefill fast path engines take); a longer one goes token by token, skipping
+the entries older than the window. It implements the
 Python target protocol of DESIGN §4, so ``py:impl.mutants.slot_ring:SlotRing``
 fuzzes it directly.
 """
@@ -54,6 +57,12 @@ class SlotRing:
 
     def push_chunk(self, entries):
         entries = list(entries)
+        if self.size + len(entries) <= self.w:  # the chunk fits in the free slots: nothing to evict
+            for i, (_, key, value) in enumerate(entries):
+                self._write((self.head + self.size + i) % self.w, self.n + i, key, value)
+            self.size += len(entries)
+            self.n += len(entries)
+            return
         skip = max(0, len(entries) - self.w)  # entries older than the window never need a slot
         self.n += skip
         for e in entries[skip:]:
