@@ -382,8 +382,8 @@ def _sides(k: Any) -> dict[str, dict[str, Any]]:
     if g("killed") and g("ops") is not None:
         biased["shrunk"] = f"W={g('window')}: {g('ops') or '(no ops)'}"
     uniform = {"killed": bool(g("baseline_killed")), "examples": g("baseline_examples"),
-               "steps": g("baseline_steps"), "seconds": g("baseline_seconds"),
-               "examples_run": g("baseline_examples_run")}
+               "steps": g("baseline_steps"), "seconds": g("baseline_seconds") if g("baseline_killed") else None,
+               "examples_run": g("baseline_examples_run"), "seconds_run": g("baseline_seconds")}
     return {"biased": biased, "uniform": uniform}
 
 
@@ -393,29 +393,43 @@ def section_mutants(b: Budget, seed_dir: Path, log: Callable[[str], None]) -> di
     path, run_mutants = _mutants_fn()
     per: dict[str, dict[str, Any]] = {}
     unavailable: dict[str, str] = {}
-    for rep in range(b.mutant_repeats):
-        res = _call(run_mutants, baseline=True, mode="both", time_per=b.mutant_s,
-                    max_examples=b.mutant_max_examples, seed=rep,
-                    only=list(b.mutant_only) if b.mutant_only else None)
+
+    def add(k: Any, biased: list[dict], uniform: list[dict]) -> None:
+        name = str(getattr(k, "name", k))
+        if not getattr(k, "available", True):
+            unavailable[name] = getattr(k, "reason", "unavailable")
+            return
+        e = per.setdefault(name, {"bug_class": getattr(k, "bug_class", None), "kind": getattr(k, "kind", None),
+                                  "reference": getattr(k, "reference", None), "biased": [], "uniform": [],
+                                  "shrunk": None})
+        if e["shrunk"] is None and getattr(k, "killed", False) and getattr(k, "ops", None) is not None:
+            e["shrunk"] = f"W={k.window}: {k.ops or '(no ops)'}"
+        e["biased"] += biased
+        e["uniform"] += uniform
+
+    # One call, ``repeats`` campaign seeds: per mutant and seed the biased run, then the baseline.
+    res = _call(run_mutants, baseline=True, mode="both", time_per=b.mutant_s, max_examples=b.mutant_max_examples,
+                seed=0, repeats=b.mutant_repeats, only=list(b.mutant_only) if b.mutant_only else None)
+    if all(getattr(k, "biased_runs", None) is not None for k in res):
         for k in res:
-            name = str(getattr(k, "name", k))
-            if not getattr(k, "available", True):
-                unavailable[name] = getattr(k, "reason", "unavailable")
-                continue
-            e = per.setdefault(name, {"bug_class": getattr(k, "bug_class", None), "kind": getattr(k, "kind", None),
-                                      "reference": getattr(k, "reference", None), "biased": [], "uniform": []})
-            sides = _sides(k)
-            e["biased"].append(sides["biased"])
-            e["uniform"].append(sides["uniform"])
-        log(f"  mutants repeat {rep + 1}/{b.mutant_repeats} done")
+            add(k, list(k.biased_runs), list(k.baseline_runs))
+    else:  # an older run_mutants without repeats: one call per seed
+        for rep in range(b.mutant_repeats):
+            if rep:
+                res = _call(run_mutants, baseline=True, mode="both", time_per=b.mutant_s,
+                            max_examples=b.mutant_max_examples, seed=rep,
+                            only=list(b.mutant_only) if b.mutant_only else None)
+            for k in res:
+                sides = _sides(k)
+                add(k, [sides["biased"]], [sides["uniform"]])
+    log(f"  mutants: {len(per)} mutants x {b.mutant_repeats} seeds x 2 testers done")
     if not per:
         raise Unavailable("no mutant could be built here: " + "; ".join(f"{k}: {v}" for k, v in unavailable.items()))
 
     rows, ratios = [], []
     for name, e in per.items():
         row: dict[str, Any] = {"mutant": name, "bug_class": e["bug_class"], "kind": e["kind"],
-                               "reference": e["reference"],
-                               "shrunk": next((d["shrunk"] for d in e["biased"] if d.get("shrunk")), None)}
+                               "reference": e["reference"], "shrunk": e["shrunk"]}
         for mode in ("biased", "uniform"):
             ds = e[mode]
             killed = [d for d in ds if d["killed"]]
@@ -431,8 +445,8 @@ def section_mutants(b: Budget, seed_dir: Path, log: Callable[[str], None]) -> di
                 if not db_["killed"] or not db_.get(metric):
                     continue
                 num = du.get(metric)
-                if not du["killed"]:
-                    num = du.get("examples_run") if metric == "examples" else du.get("seconds") if metric == "seconds" else None
+                if not du["killed"]:  # survived: what it spent is a lower bound on its cost to kill
+                    num = du.get(f"{metric}_run", du.get(metric) if metric == "seconds" else None)
                     lower = True
                 if num:
                     vals.append(float(num) / float(db_[metric]))
