@@ -22,12 +22,12 @@ from typing import Any, Callable
 
 import random
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, seed as hyp_seed, settings
+from hypothesis import HealthCheck, Phase, Verbosity, example, given, seed as hyp_seed, settings
 from hypothesis.database import ExampleDatabase
 
 from fuzz import seeds as seedstore
-from fuzz.ops import PHASES, Chunk, Push, format_ops, ops_to_json
-from fuzz.strategies import cases
+from fuzz.ops import PHASES, Chunk, Push, Reset, format_ops, ops_to_json
+from fuzz.strategies import boundary_tours, cases
 from fuzz.targets import Target
 
 BATCH = 100
@@ -148,6 +148,9 @@ def fuzz_target(
     res.campaign_seed = seed
     wmax = min(window_max, target.max_window or window_max)
     strat = strategy if strategy is not None else cases(wmax, max_tokens=target.max_tokens)
+    # The default strategy starts from the boundary tours (explicit examples, first batch only).
+    tours = [] if strategy is not None else [
+        c for c in boundary_tours(wmax, target.max_tokens) if target.accepts(*c) is None]
     last: dict = {}
     state = {"failing": False, "smallest": None}
     start = time.monotonic()
@@ -181,8 +184,15 @@ def fuzz_target(
         if on_progress is not None:
             on_progress(res)
 
-    # One database key per target: workers and machines fuzzing the same target share a corpus.
-    check._hypothesis_internal_add_digest = f"kvwindow:{target.name}".encode()  # type: ignore[attr-defined]
+    def batch_test(explicit):
+        """A fresh test function per batch (``@example`` and ``@given`` attach state to it)."""
+        def test(case):
+            return check(case)
+        # One database key per target: workers and machines fuzzing the same target share a corpus.
+        test._hypothesis_internal_add_digest = f"kvwindow:{target.name}".encode()  # type: ignore[attr-defined]
+        for case in reversed(explicit):
+            test = example(case)(test)
+        return given(strat)(test)
 
     batch = 0
     error: BaseException | None = None
@@ -207,7 +217,7 @@ def fuzz_target(
                 print_blob=False,
                 report_multiple_bugs=False,
                 verbosity=Verbosity.quiet,
-            )(hyp_seed(seed * 1_000_003 + batch)(given(strat)(check)))
+            )(hyp_seed(seed * 1_000_003 + batch)(batch_test(tours if batch == 0 else [])))
             batch += 1
             try:
                 run()
@@ -224,10 +234,62 @@ def fuzz_target(
             error = KeyboardInterrupt("interrupted while shrinking")
             last["case"] = state["smallest"]
     if error is not None and last.get("case") is not None:
+        if last["case"] in tours:  # explicit examples are not shrunk by Hypothesis: reduce them here
+            last["case"] = reduce_case(target, last["case"], type(error))
+            try:  # the reduced case's own message
+                target.run(*last["case"])
+            except Exception as e:  # noqa: BLE001
+                error = e
         _record_failure(res, target, error, last["case"], seed, seed_dir, save_seed)
     res.seconds = time.monotonic() - start
     res.done = True
     return res
+
+
+def reduce_case(target: Target, case, error_type: type, budget: int = 2000):
+    """Greedy delta-debugging of a failing case: drop ops, shrink chunks, narrow windows.
+
+    Hypothesis shrinks what it generated, but not explicit examples (the boundary
+    tours); this gives their failures the same small, readable seeds. A candidate
+    is kept only if it still fails with the same exception type.
+    """
+    def fails(c) -> bool:
+        try:
+            target.run(*c)
+        except error_type:
+            return True
+        except Exception:  # noqa: BLE001 - another failure is another bug, not this one
+            return False
+        return False
+
+    def candidates(c):
+        window, ops = c
+        if ops and isinstance(ops[0], Reset):
+            yield ops[0].window, ops[1:]
+        for i in range(len(ops)):
+            yield window, ops[:i] + ops[i + 1:]
+        for i, op in enumerate(ops):
+            if isinstance(op, Chunk):
+                for n in sorted({0, 1, op.n // 2, op.n - 1}):
+                    if n < op.n:
+                        yield window, ops[:i] + [Push() if n == 1 else Chunk(n)] + ops[i + 1:]
+            elif isinstance(op, Reset) and op.window > 1:
+                yield window, ops[:i] + [Reset(op.window - 1)] + ops[i + 1:]
+        if window > 1:
+            yield window - 1, ops
+
+    best = (case[0], list(case[1]))
+    improved = True
+    while improved and budget > 0:
+        improved = False
+        for cand in candidates(best):
+            budget -= 1
+            if fails(cand):
+                best, improved = cand, True
+                break
+            if budget <= 0:
+                break
+    return best
 
 
 def _tokens(ops) -> int:

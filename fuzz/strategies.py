@@ -58,6 +58,34 @@ def cases(draw, window_max: int = 16, max_ops: int = 24, max_tokens: int | None 
     return w, draw(op_lists(w, max_ops, window_max, max_tokens))
 
 
+def boundary_tours(window_max: int = 16, max_tokens: int | None = None) -> list[tuple[int, list[Op]]]:
+    """A few explicit cases that walk through every boundary at once — a fuzzer's seed corpus.
+
+    For small windows, one stream reaches ``W - 1``, ``W`` and ``W + 1`` token by token,
+    then takes chunks of ``W``, ``W + 1``, ``1``, ``2W + 3`` and ``0`` at an unaligned
+    position, resets exactly when full, fills with one chunk of exactly ``W``, widens
+    the window and overflows it by one from empty. The campaign runs these first
+    (Hypothesis's explicit phase), so the common boundary bugs die in the first few
+    examples instead of waiting for the random phase to find them; ops past
+    ``max_tokens`` are dropped so each tour fits the target.
+    """
+    tours = []
+    for w in sorted({1, 2, 3, 5} & set(range(1, window_max + 1))):
+        ops: list[Op] = [Push()] * (w + 1) + [Chunk(w), Chunk(w + 1), Chunk(1), Chunk(2 * w + 3), Chunk(0),
+                                              Reset(w), Chunk(w), Chunk(1), Push()]
+        if w + 1 <= window_max:
+            ops += [Reset(w + 1), Chunk(w + 2), Reset(w), Chunk(max(w - 1, 0)), Chunk(2)]
+        kept: list[Op] = []
+        tokens = 0
+        for op in ops:
+            tokens += 1 if isinstance(op, Push) else (op.n if isinstance(op, Chunk) else 0)
+            if max_tokens is not None and tokens > max_tokens:
+                break
+            kept.append(op)
+        tours.append((w, kept))
+    return tours
+
+
 def uniform_case(rng, window_max: int = 16, max_ops: int = 24, max_chunk: int | None = None,
                  max_tokens: int | None = None):
     """One naive uniform-random case from ``rng`` (a :class:`random.Random`).

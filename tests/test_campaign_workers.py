@@ -10,8 +10,23 @@ import time
 import pytest
 
 from fuzz.cli import main
+from fuzz.strategies import boundary_tours
+from fuzz.targets import PyRing
+from tests.test_campaign_pyring import ReadsFromSlotZero
 
 BUGGY = "py:tests.test_campaign_pyring:ReadsFromSlotZero"
+WIDE_BUGGY = "py:tests.test_campaign_workers:ReadsFromSlotZeroWhenWide"
+
+
+class ReadsFromSlotZeroWhenWide(ReadsFromSlotZero):
+    """The same bug, only for windows >= 7: beyond the boundary tours (explicit examples,
+    which Hypothesis never stores), so the failure comes from the generate phase and
+    lands in the example database."""
+
+    def contents(self):
+        if self._ring is not None and self._ring.w >= 7:
+            return super().contents()
+        return PyRing.contents(self)
 
 
 def test_workers_run_in_parallel_and_merge(tmp_path, capsys):
@@ -77,17 +92,17 @@ def test_redis_database_is_shared(redis_url, tmp_path, capsys):
     import redis
 
     sd = tmp_path / "s"
-    rc = main(["fuzz", "--target", BUGGY, "--time", "30", "--workers", "2", "--seed", "0",
+    rc = main(["fuzz", "--target", WIDE_BUGGY, "--time", "30", "--workers", "2", "--seed", "0",
                "--db", redis_url, "--seeds-dir", str(sd)])
     assert rc == 1
     keys = redis.Redis.from_url(redis_url).keys("hypothesis-example:*")
     assert keys, "nothing was stored in Redis"
-    # A fresh campaign (another machine, say) replays the stored failure first.
+    # A fresh campaign (another machine, say) replays the stored failure right after the tours.
     rep = tmp_path / "r.json"
-    rc = main(["fuzz", "--target", BUGGY, "--time", "30", "--seed", "99", "--db", redis_url,
+    rc = main(["fuzz", "--target", WIDE_BUGGY, "--time", "30", "--seed", "99", "--db", redis_url,
                "--seeds-dir", str(sd), "--report", str(rep)])
     assert rc == 1
-    assert json.loads(rep.read_text())["targets"][0]["examples_to_fail"] == 1
+    assert json.loads(rep.read_text())["targets"][0]["examples_to_fail"] == len(boundary_tours()) + 1
 
 
 def test_unreachable_redis_is_a_usage_error(capsys):
