@@ -27,19 +27,25 @@ def maskedHistory {κ : Type} (w : Nat) (hs : List (Entry κ)) : List (Entry κ)
 def attentionWithCache {κ β : Type} (attn : List (Entry κ) → β) (c : List (Entry κ)) : β :=
   attn c
 
+/-- One filter step when the head is kept. `List.filter` unfolds on a cons to a
+`match` on `f a`; three independent routes close the goal (its equation lemmas plus
+the `match` reduction, core's `filter_cons_of_pos` whose list argument is explicit
+in some releases and implicit in others, or the full simp set), so a change in any
+one of them between Lean releases does not break the build. -/
 theorem filter_cons_true' {α : Type} (f : α → Bool) (a : α) (l : List α) (h : f a = true) :
     (a :: l).filter f = a :: l.filter f := by
   first
   | (simp only [List.filter, h]; done)
-  | exact List.filter_cons_of_pos h
-  | simp [h]
+  | exact List.filter_cons_of_pos (l := l) h
+  | (simp [h]; done)
 
+/-- One filter step when the head is dropped (same three routes). -/
 theorem filter_cons_false' {α : Type} (f : α → Bool) (a : α) (l : List α) (h : f a = false) :
     (a :: l).filter f = l.filter f := by
   first
   | (simp only [List.filter, h]; done)
-  | exact List.filter_cons_of_neg (by simp [h])
-  | simp [h]
+  | exact List.filter_cons_of_neg (l := l) (by rw [h]; intro e; cases e)
+  | (simp [h]; done)
 
 /-- Filtering consecutive positions by a threshold `c ≤ p` drops a prefix. -/
 theorem filter_drop_of_threshold {κ : Type} (f : Nat → Bool) (c : Nat) :
@@ -84,7 +90,8 @@ theorem filter_inWindow_eq_lastWindow {κ : Type} (w : Nat) (hs : List (Entry κ
     intro p _ hp
     constructor
     · intro hd
-      have hi : p ≤ hs.length - 1 ∧ hs.length - 1 < p + w := of_decide_eq_true hd
+      have hw : inWindow w (hs.length - 1) p := of_decide_eq_true hd
+      have hi : p ≤ hs.length - 1 ∧ hs.length - 1 < p + w := hw
       obtain ⟨_, h2⟩ := hi
       omega
     · intro hc

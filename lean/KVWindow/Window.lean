@@ -52,9 +52,13 @@ theorem length_append' {α : Type} : ∀ (l m : List α), (l ++ m).length = l.le
     rw [cons_append', length_cons', length_cons', length_append' l m]
     omega
 
+theorem length_singleton' {α : Type} (x : α) : [x].length = 1 := rfl
+
 theorem length_append_singleton {α : Type} (l : List α) (x : α) :
-    (l ++ [x]).length = l.length + 1 :=
-  length_append' l [x]
+    (l ++ [x]).length = l.length + 1 := by
+  have h := length_append' l [x]
+  have h1 := length_singleton' x
+  omega
 
 theorem length_drop' {α : Type} : ∀ (n : Nat) (l : List α), (l.drop n).length = l.length - n
   | 0, l => by rw [drop_zero', Nat.sub_zero]
