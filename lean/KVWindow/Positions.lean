@@ -91,19 +91,22 @@ def nthOpt {α : Type} : List α → Nat → Option α
   | a :: _, 0 => some a
   | _ :: l, n + 1 => nthOpt l n
 
+theorem nthOpt_cons_zero {α : Type} (a : α) (l : List α) : nthOpt (a :: l) 0 = some a := rfl
+
+theorem nthOpt_cons_succ {α : Type} (a : α) (l : List α) (n : Nat) :
+    nthOpt (a :: l) (n + 1) = nthOpt l n := rfl
+
 theorem nthOpt_map_natsFrom {β : Type} (f : Nat → β) :
     ∀ (b s i : Nat), i < s → nthOpt ((natsFrom b s).map f) i = some (f (b + i))
   | _, 0, i, h => by
     have h' : i < 0 := h
     exact False.elim (by omega)
   | b, s + 1, 0, _ => by
-    show some (f b) = some (f (b + 0))
-    rw [Nat.add_zero]
+    rw [natsFrom_succ, map_cons', nthOpt_cons_zero, Nat.add_zero]
   | b, s + 1, i + 1, h => by
     have h' : i < s := by omega
     have e : b + 1 + i = b + (i + 1) := by omega
-    show nthOpt ((natsFrom (b + 1) s).map f) i = some (f (b + (i + 1)))
-    rw [nthOpt_map_natsFrom f (b + 1) s i h', e]
+    rw [natsFrom_succ, map_cons', nthOpt_cons_succ, nthOpt_map_natsFrom f (b + 1) s i h', e]
 
 theorem positionInvariant_of_map {κ : Type} (c : List (Entry κ)) (b n : Nat)
     (h : c.map Entry.pos = natsFrom b n) : PositionInvariant c := by

@@ -85,13 +85,15 @@ def Ring.run {α : Type} (w : Nat) (xs : List α) : Ring α :=
 
 /-! ## Slot lemmas -/
 
+theorem setSlot_cons_succ {α : Type} (a : Option α) (l : List (Option α)) (n : Nat)
+    (y : Option α) : setSlot (a :: l) (n + 1) y = a :: setSlot l n y := rfl
+
 theorem length_setSlot {α : Type} :
     ∀ (l : List (Option α)) (k : Nat) (y : Option α), (setSlot l k y).length = l.length
   | [], _, _ => rfl
   | _ :: _, 0, _ => rfl
   | a :: l, k + 1, y => by
-    show (setSlot l k y).length + 1 = l.length + 1
-    rw [length_setSlot l k y]
+    rw [setSlot_cons_succ, length_cons', length_cons', length_setSlot l k y]
 
 theorem getSlot_setSlot_same {α : Type} :
     ∀ (l : List (Option α)) (k : Nat) (y : Option α), k < l.length → getSlot (setSlot l k y) k = y
