@@ -446,7 +446,8 @@ theorem slot_of_facts (r : Ring Nat) (w n p : Nat) (hrw : r.w = w) (hsize : r.si
   have h3 : nthOpt ((natsFrom 0 (min w n)).map (slotRead r.buf w r.head)) (p - (n - min w n)) =
       nthOpt ((natsFrom (n - min w n) (min w n)).map some) (p - (n - min w n)) := by
     rw [hreads]
-  rw [nthOpt_map_natsFrom _ _ _ _ hi, nthOpt_map_natsFrom _ _ _ _ hi] at h3
+  rw [nthOpt_map_natsFrom (slotRead r.buf w r.head) 0 (min w n) (p - (n - min w n)) hi,
+    nthOpt_map_natsFrom some (n - min w n) (min w n) (p - (n - min w n)) hi] at h3
   have h4 : slotRead r.buf w r.head (0 + (p - (n - min w n))) =
       some (n - min w n + (p - (n - min w n))) := Option.some.inj h3
   have e1 : n - min w n + (p - (n - min w n)) = p := by omega
