@@ -369,8 +369,14 @@ def kill_table(console, results, baseline: bool) -> None:
 # bench / prove: other modules, imported lazily
 
 
+#: Subcommands whose options belong to another module's own parser: everything after
+#: the name is passed through untouched (``kvwindow bench --quick``).
+DELEGATED = {"bench": ("fuzz.bench", "benchmarks and plots"),
+             "prove": ("fuzz.prove", "build the Lean proofs and print the theorem inventory")}
+
+
 def _delegate(module: str, what: str):
-    def run(args) -> int:
+    def run(rest: list[str]) -> int:
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as e:
@@ -380,7 +386,6 @@ def _delegate(module: str, what: str):
         main = getattr(mod, "main", None)
         if main is None:
             raise UsageError(f"kvwindow {what} is not available: {module} has no main(argv)")
-        rest = list(args.rest)
         if rest[:1] == ["--"]:
             rest = rest[1:]
         return int(main(rest) or 0)
@@ -443,22 +448,24 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--list", action="store_true", help="list the catalogue and exit")
     m.set_defaults(func=_cmd_mutants)
 
-    for name, module, help_ in (("bench", "fuzz.bench", "benchmarks and plots"),
-                                ("prove", "fuzz.prove", "build the Lean proofs and print the theorem inventory")):
-        b = sub.add_parser(name, help=help_)
-        b.add_argument("rest", nargs=argparse.REMAINDER)
-        b.set_defaults(func=_delegate(module, name))
+    for name, (_, help_) in DELEGATED.items():  # listed in --help; main() hands them their argv
+        sub.add_parser(name, help=help_ + " (options: kvwindow " + name + " --help)", add_help=False)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in DELEGATED:
+        module, _ = DELEGATED[argv[0]]
+        run = lambda: _delegate(module, argv[0])(argv[1:])  # noqa: E731
+    else:
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as e:  # argparse exits 2 on usage errors already
+            return int(e.code or 0)
+        run = lambda: args.func(args)  # noqa: E731
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:  # argparse exits 2 on usage errors already
-        return int(e.code or 0)
-    try:
-        return args.func(args)
+        return run()
     except (registry.TargetError, seedstore.SeedError, UsageError, OpError) as e:
         print(f"kvwindow: error: {e}", file=sys.stderr)
         return 2

@@ -137,6 +137,7 @@ def test_bench_and_prove_are_wired(monkeypatch, capsys):
 
     monkeypatch.setattr(cli.importlib, "import_module", fake)
     assert main(["prove", "--", "--x", "1"]) == 0 and calls == [["--x", "1"]]
+    assert main(["prove", "--quick", "--out", "d"]) == 0 and calls[-1] == ["--quick", "--out", "d"]
     rc = main(["bench"])
     assert rc == 2 and "kvwindow bench is not available" in capsys.readouterr().err
 
