@@ -12,7 +12,7 @@
   do (see :mod:`impl.hf.models`), every step's logits held to this project's
   own full-mask forward (:mod:`impl.hf.reference`).
 
-Cases that hit a written-up finding (:mod:`impl.hf.findings`) are left out
+Cases that hit a written-up finding (:mod:`fuzz.hf_findings`) are left out
 unless ``strict=True``; ``versions()`` reports transformers and torch.
 """
 
@@ -37,7 +37,7 @@ def _hf():
 
 def _skip_known(target: "Target", kind: str, api: str, window: int, ops: Sequence[Op]) -> None:
     """Leave out a case that hits a known finding: Hypothesis discards it; elsewhere it raises."""
-    from impl.hf.findings import known_hit
+    from fuzz.hf_findings import known_hit
 
     f = known_hit(kind, api, window, ops)
     if f is None:
@@ -59,7 +59,7 @@ class KnownFinding(RuntimeError):
 
 
 def _known_reason(kind: str, api: str, window: int, ops: Sequence[Op]) -> Optional[str]:
-    from impl.hf.findings import known_hit
+    from fuzz.hf_findings import known_hit
 
     f = known_hit(kind, api, window, ops)
     return None if f is None else f"hits known finding {f.id} ({f.doc})"

@@ -1,5 +1,8 @@
 """Known disagreements between transformers and the spec, each written up in ``docs/findings/``.
 
+Harness logic (it classifies op lists), so it lives in ``fuzz/``; the HF
+adapters themselves are in :mod:`impl.hf`.
+
 A target built with ``strict=False`` (the default for campaigns) leaves out
 the cases that hit a finding listed here for the installed cache API, so a
 campaign keeps exploring everything else instead of re-finding the same bug
