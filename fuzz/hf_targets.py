@@ -5,7 +5,8 @@
   (1) the rows ``update`` returned for attention contain every key the chunk's
   queries attend to (version-independent), (2) returned and stored rows equal
   the convention pinned from the installed release's source
-  (:mod:`impl.hf.conventions`: e.g. the 5.x dynamic layer stores
+  (:mod:`impl.hf.conventions`, checked against its restatement with
+  ``pyspec.last_window`` in :mod:`fuzz.hf_conventions`: e.g. the 5.x dynamic layer stores
   ``lastWindow (W-1)``, the static one ``lastWindow W``), and (3) on the 5.x
   API, the rows ``get_mask_sizes`` advertises are the rows returned.
 * ``hf-mistral`` / ``hf-gemma2`` — tiny random-weight models driven like users
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
+from fuzz import hf_conventions
 from fuzz.ops import Chunk, Op, Push, Reset, SpecStream
 from fuzz.targets import Mismatch, RunStats, Target, TargetUnavailable
 
@@ -135,6 +137,7 @@ class HFCacheTarget(Target):
             stats.steps += k
             returned = decode_rows(rk, rv, table)
             want_ret, _ = drv.convention(n, k)
+            hf_conventions.check(self.info.api, self.cache_kind, n, k, drv.window)  # adapter == spec restatement
             need = required_for_attention(n, k, drv.window)
             missing = [p for p in need if p not in returned]
             if k and missing:

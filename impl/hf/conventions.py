@@ -9,8 +9,11 @@ Every function here answers, for a layer with window ``W`` that has seen
   static buffer, which the attention mask hides);
 * ``stored`` — the positions the layer holds afterwards, in row order.
 
-They are written with ``pyspec.last_window`` so the relation to the spec
-(DESIGN §1: the cache after ``n`` tokens is ``lastWindow W history``) is explicit.
+They are plain position arithmetic over ``0 .. n+k-1`` (this adapter imports
+neither ``pyspec`` nor ``fuzz``, DESIGN §2); :func:`last` is the tail the
+docstrings call ``lastWindow``. The harness (:mod:`fuzz.hf_conventions`)
+restates each one with ``pyspec.last_window`` — the cache after ``n`` tokens
+is ``lastWindow W history`` (DESIGN §1) — and asserts that both agree.
 Line numbers refer to ``transformers/cache_utils.py`` of the release named.
 
 Version-independent requirement (:func:`required_for_attention`): whatever a
@@ -23,9 +26,12 @@ from __future__ import annotations
 
 from typing import Optional
 
-import pyspec
-
 Positions = list[Optional[int]]
+
+
+def last(w: int, end: int) -> list[int]:
+    """Positions ``max(0, end-w) .. end-1``: the last ``min(w, end)`` of ``0 .. end-1`` (``lastWindow w``)."""
+    return list(range(max(0, end - w), end))
 
 
 def required_for_attention(n: int, k: int, window: int) -> list[int]:
@@ -52,9 +58,8 @@ def dynamic_layer(n: int, k: int, window: int) -> tuple[Positions, Positions]:
     ``-W + 1 == 0`` and ``full[:, :, 0:]`` keeps *everything*; this function
     states the convention the code intends (``lastWindow 0 = []``).
     """
-    hist = range(n)
-    returned = pyspec.last_window(window - 1, hist) + list(range(n, n + k))
-    stored = pyspec.last_window(window - 1, range(n + k))
+    returned = last(window - 1, n) + list(range(n, n + k))
+    stored = last(window - 1, n + k)
     return returned, stored
 
 
@@ -89,13 +94,13 @@ def static_layer(n: int, k: int, window: int) -> tuple[Positions, Positions]:
     hist = list(range(n))
     chunk = list(range(n, n + k))
     total = n + k
-    stored: Positions = pyspec.last_window(window, range(total))
+    stored: Positions = last(window, total)
     stored = stored + [None] * (window - len(stored))
     if n >= window:
         if k == 1:
-            returned: Positions = pyspec.last_window(window, range(total))
+            returned: Positions = last(window, total)
         else:
-            returned = pyspec.last_window(window - 1, hist) + chunk
+            returned = last(window - 1, n) + chunk
     elif total > window:
         returned = hist + chunk
     else:
@@ -143,7 +148,7 @@ def legacy_static(n: int, k: int, window: int) -> tuple[Positions, Positions]:
     (``docs/findings/hf-445-sliding-cache.md``), the harness reports it.
     """
     chunk = list(range(n, n + k))
-    stored: Positions = pyspec.last_window(window, range(n + k))
+    stored: Positions = last(window, n + k)
     stored = stored + [None] * (window - len(stored))
     if k > window:
         return chunk, stored
