@@ -10,7 +10,7 @@
   ``lastWindow (W-1)``, the static one ``lastWindow W``), and (3) on the 5.x
   API, the rows ``get_mask_sizes`` advertises are the rows returned.
 * ``hf-mistral`` / ``hf-gemma2`` — tiny random-weight models driven like users
-  do (see :mod:`impl.hf.models`), every step's logits held to this project's
+  do (:mod:`fuzz.hf_models`, models built by :mod:`impl.hf.models`), every step's logits held to this project's
   own full-mask forward (:mod:`impl.hf.reference`).
 
 Cases that hit a written-up finding (:mod:`fuzz.hf_findings`) are left out
@@ -183,16 +183,14 @@ def make_hf_static() -> Target:
 
 
 def make_hf_mistral() -> Target:
-    from impl.hf.models import HFModelTarget  # noqa: F401 - imported lazily (torch, transformers)
-
     _hf()
-    from impl.hf.models import make_target
+    from fuzz.hf_models import make_target  # imported lazily (torch, transformers)
 
     return make_target("mistral")
 
 
 def make_hf_gemma2() -> Target:
     _hf()
-    from impl.hf.models import make_target
+    from fuzz.hf_models import make_target
 
     return make_target("gemma2")
