@@ -367,7 +367,7 @@ def section_throughput(b: Budget, seed_dir: Path, log: Callable[[str], None]) ->
 
 
 def _mutants_fn() -> tuple[str, Callable]:
-    return _first(["impl.mutants:run_mutants", "impl.mutants.run:run_mutants"])
+    return _first(["fuzz.mutants:run_mutants"])
 
 
 #: What a kill costs, three ways: test cases run, tokens pushed, wall seconds (until the first failure).
@@ -375,7 +375,7 @@ KILL_METRICS = ("examples", "steps", "seconds")
 
 
 def _sides(k: Any) -> dict[str, dict[str, Any]]:
-    """One :class:`impl.mutants.run.KillResult` -> {"biased": {...}, "uniform": {...}}."""
+    """One :class:`fuzz.mutants.KillResult` -> {"biased": {...}, "uniform": {...}}."""
     g = lambda n, d=None: getattr(k, n, d) if not isinstance(k, dict) else k.get(n, d)  # noqa: E731
     biased = {"killed": bool(g("killed")), "examples": g("examples"), "steps": g("steps"),
               "seconds": g("seconds"), "examples_run": g("examples_run"), "shrunk": None}

@@ -251,8 +251,7 @@ def _cmd_seeds(args) -> int:
 
 
 def _cmd_mutants(args) -> int:
-    from impl.mutants.catalogue import select
-    from impl.mutants.run import run_mutants
+    from fuzz.mutants import run_mutants, select
 
     try:
         chosen = select(args.only)

@@ -15,8 +15,8 @@ from fuzz.cli import main
 from fuzz.ops import Chunk, Push, Reset, parse_ops
 from fuzz.strategies import uniform_case, uniform_cases
 from fuzz.targets import TargetUnavailable
+from fuzz.mutants import censored_stats, make_target, run_mutants, summarize
 from impl.mutants.catalogue import MutantError, apply_edit, catalogue, py_ring_mutant, select
-from impl.mutants.run import censored_stats, run_mutants, summarize
 
 #: Examples (before shrinking) within which every mutant must die, with the fixed seed below.
 BOUND = 60
@@ -71,7 +71,7 @@ BOUNDARY = {
 def test_boundary_mutant_fails_only_at_its_boundary(name):
     (m,) = select([name])
     try:
-        target = m.make_target()
+        target = make_target(m)
     except TargetUnavailable as e:
         pytest.skip(str(e))
     window, hits, misses = BOUNDARY[name]
@@ -177,7 +177,7 @@ def test_a_stale_edit_fails_loudly():
         apply_edit("a = 1\n", "b = 2\n", "b = 3\n", "x.py")
     m = py_ring_mutant("broken-edit", "x", "https://github.com/x/y", "d", "no such line\n", "x\n")
     with pytest.raises(MutantError):
-        m.make_target()
+        make_target(m)
 
 
 def test_cli_kill_table(tmp_path, capsys):

@@ -12,5 +12,6 @@ of each pinned convention against the spec (:mod:`fuzz.hf_conventions`) — live
 in ``fuzz/``; nothing here imports ``fuzz`` or ``pyspec`` (DESIGN §2).
 
 Nothing here imports transformers at module import time, so ``import impl.hf``
-works without it; the targets raise ``TargetUnavailable`` with the reason.
+works without it; the harness's targets (:mod:`fuzz.hf_targets`) raise ``TargetUnavailable``
+with the reason.
 """

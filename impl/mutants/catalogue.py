@@ -1,16 +1,22 @@
 """The mutant catalogue: DESIGN §5's bug classes as one-line bugs in copies of real implementations.
 
 Each :class:`Mutant` names its bug class and a public reference — a bug
-report or fix in a real project where the same mistake shipped — and builds a
-:class:`~fuzz.targets.Target` that a campaign must kill. Three kinds:
+report or fix in a real project where the same mistake shipped — and builds
+the buggy implementation (:meth:`Mutant.implementation`). Three kinds:
 
 * ``py-ring``: the source of :class:`impl.mutants.slot_ring.SlotRing` (a
-  preallocated slot ring as engines write it) with one line replaced;
+  preallocated slot ring as engines write it) with one line replaced; builds
+  the mutated class;
 * ``c-ring``: a copy of ``csrc/ringkv.c`` / ``csrc/ringkv_index.h`` with one
-  line replaced, compiled with ``cc`` into a cache directory and loaded
-  through the ``c:`` ABI target;
+  line replaced, compiled with ``cc`` into a cache directory; builds the path
+  of the shared library (it speaks the ``c:`` ABI);
 * ``decoder``: the decoder mutants of :mod:`impl.mutants.decoder_mutants`
-  (wrong RoPE position, W + 1 keys, mask diagonal), wrapped when present.
+  (wrong RoPE position, W + 1 keys, mask diagonal); builds the
+  :class:`~impl.mutants.decoder_mutants.DecoderMutant`.
+
+Wrapping each as a campaign target a campaign must kill, and running those
+campaigns, is the harness's job: :mod:`fuzz.mutants` (DESIGN §2: nothing in
+``impl/`` imports ``fuzz``).
 
 Every edit is textual and exact: if the line a mutant replaces is not in the
 current source (the implementation was refactored), building the mutant
@@ -28,9 +34,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
-
-from fuzz.targets import CacheTarget, Target, TargetUnavailable
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[2]
 CSRC = ROOT / "csrc"
@@ -40,6 +44,10 @@ class MutantError(RuntimeError):
     """A mutant that cannot be built because its source edit no longer applies."""
 
 
+class MutantUnavailable(RuntimeError):
+    """A mutant that cannot be built on this machine (no C source, no compiler, no torch); says why."""
+
+
 @dataclass(frozen=True)
 class Mutant:
     name: str
@@ -47,12 +55,15 @@ class Mutant:
     reference: str
     description: str
     kind: str
-    build: Callable[[], Target] = field(repr=False, compare=False)
+    #: Builds the buggy implementation: the mutated ring class (``py-ring``), the path of the
+    #: compiled library (``c-ring``) or the :class:`DecoderMutant` (``decoder``).
+    build: Callable[[], Any] = field(repr=False, compare=False)
     #: The edit, for the catalogue listing: (file, original line, mutated line).
     edit: tuple[str, str, str] | None = None
 
-    def make_target(self) -> Target:
-        """The mutant as a campaign target; raises :class:`TargetUnavailable` when it cannot run here."""
+    def implementation(self) -> Any:
+        """The buggy implementation; raises :class:`MutantUnavailable` when it cannot be built here,
+        :class:`MutantError` when its edit no longer applies."""
         return self.build()
 
 
@@ -83,8 +94,8 @@ def _py_ring_class(name: str, old: str, new: str) -> type:
 
 
 def py_ring_mutant(name: str, bug_class: str, reference: str, description: str, old: str, new: str) -> Mutant:
-    def build() -> Target:
-        return CacheTarget(f"mutant:{name}", _py_ring_class(name, old, new))
+    def build() -> type:
+        return _py_ring_class(name, old, new)
 
     return Mutant(name, bug_class, reference, description, "py-ring", build,
                   ("impl/mutants/slot_ring.py", old.strip(), new.strip()))
@@ -108,10 +119,10 @@ def build_c_mutant(name: str, file: str, old: str, new: str) -> Path:
     """
     ring_c = CSRC / "ringkv.c"
     if not ring_c.exists():
-        raise TargetUnavailable("csrc/ringkv.c is not present (the C ring has not landed)")
+        raise MutantUnavailable("csrc/ringkv.c is not present (the C ring has not landed)")
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if not cc:
-        raise TargetUnavailable("no C compiler (cc/gcc) on PATH")
+        raise MutantUnavailable("no C compiler (cc/gcc) on PATH")
     sources = {p.name: p.read_text() for p in [ring_c, *sorted(CSRC.glob("*.h"))]}
     if file not in sources:
         raise MutantError(f"mutant {name}: csrc/{file} does not exist")
@@ -140,15 +151,8 @@ def build_c_mutant(name: str, file: str, old: str, new: str) -> Path:
 
 def c_ring_mutant(name: str, bug_class: str, reference: str, description: str, file: str,
                   old: str, new: str) -> Mutant:
-    def build() -> Target:
-        lib = build_c_mutant(name, file, old, new)
-        try:
-            from fuzz.ring_targets import make_c_library
-        except ModuleNotFoundError as e:
-            raise TargetUnavailable(f"the c: ABI target is not available ({e})") from e
-        target = make_c_library(str(lib))
-        target.name = f"mutant:{name}"
-        return target
+    def build() -> Path:
+        return build_c_mutant(name, file, old, new)
 
     return Mutant(name, bug_class, reference, description, "c-ring", build, (f"csrc/{file}", old.strip(), new.strip()))
 
@@ -307,24 +311,20 @@ DECODER_REFS = {
 
 
 def _decoder_mutants() -> list[Mutant]:
-    """Wrap :mod:`impl.mutants.decoder_mutants` (its own engineer writes it) when it imports here."""
+    """List :mod:`impl.mutants.decoder_mutants` (its own engineer writes it) when it imports here."""
     try:
         mod = importlib.import_module("impl.mutants.decoder_mutants")
     except ImportError as e:
         reason = f"{type(e).__name__}: {e}"
 
-        def unavailable() -> Target:
-            raise TargetUnavailable(f"decoder mutants unavailable ({reason})")
+        def unavailable() -> Any:
+            raise MutantUnavailable(f"decoder mutants unavailable ({reason})")
 
         return [Mutant("decoder-*", "decoder", "", reason, "decoder", unavailable)]
     out = []
     for name, dm in getattr(mod, "DECODER_MUTANTS", {}).items():
-        def build(name=name) -> Target:
-            from fuzz.decoder_target import make_decoder
-
-            target = make_decoder(mutant=name)
-            target.name = f"mutant:decoder-{name}"
-            return target
+        def build(dm=dm) -> Any:
+            return dm
 
         try:
             doc = dm.doc

@@ -3,9 +3,10 @@ in :mod:`impl.decoder` with a realistic one-line bug (DESIGN §5 bug classes).
 
 The decoder properties (``fuzz.decoder_props``) and the campaign target
 ``decoder`` (``fuzz.decoder_target``) must fail on every one of them;
-``tests/test_decoder_mutants.py`` asserts that. The mutant catalogue wraps them
-as targets with ``fuzz.decoder_target.make_decoder(mutant=NAME)`` or
-``DecoderTarget(model_cls=m.model_cls, cache_cls=m.cache_cls)``.
+``tests/test_decoder_mutants.py`` asserts that. The mutant catalogue
+(:mod:`impl.mutants.catalogue`) lists them; the harness wraps them as targets
+(:func:`fuzz.mutants.make_target`, through ``fuzz.decoder_target.make_decoder(mutant=NAME)``,
+or ``DecoderTarget(model_cls=m.model_cls, cache_cls=m.cache_cls)``).
 
 Each mutant needs a config that can show its bug: ``cache-length-position``
 reads layer 0's length, so layer 0 must slide; ``full-mask-diagonal`` needs a

@@ -1,4 +1,11 @@
-"""Run campaigns against the mutant catalogue: the kill table (and the uniform-random baseline).
+"""The mutant catalogue as campaign targets, and the campaigns against them: the kill table (and the
+uniform-random baseline).
+
+:mod:`impl.mutants.catalogue` lists the mutants and builds each buggy
+implementation; :func:`make_target` wraps one as a :class:`~fuzz.targets.Target`
+(a ``py-ring`` class through :class:`~fuzz.targets.CacheTarget`, a ``c-ring``
+library through the ``c:`` ABI target, a decoder mutant through
+:func:`fuzz.decoder_target.make_decoder`).
 
 ``run_mutants`` is what ``kvwindow mutants`` prints and what ``kvwindow bench``
 reuses. Mutant kills write no seeds unless ``seeds_dir`` is given, and use no
@@ -24,8 +31,36 @@ from typing import Any, Callable
 
 from fuzz.campaign import TargetResult, fuzz_target
 from fuzz.strategies import uniform_cases
-from fuzz.targets import TargetUnavailable
-from impl.mutants.catalogue import Mutant, MutantError, select
+from fuzz.targets import CacheTarget, Target, TargetUnavailable
+from impl.mutants.catalogue import Mutant, MutantError, MutantUnavailable, catalogue, select
+
+__all__ = ["COST_METRICS", "KillResult", "Mutant", "MutantError", "catalogue", "censored_stats", "make_target",
+           "median_ratio", "run_mutants", "select", "summarize"]
+
+
+def make_target(m: Mutant) -> Target:
+    """The mutant as a campaign target named ``mutant:NAME``; raises :class:`TargetUnavailable` when it
+    cannot run here and :class:`MutantError` when its edit no longer applies."""
+    try:
+        impl = m.implementation()
+    except MutantUnavailable as e:
+        raise TargetUnavailable(str(e)) from e
+    if m.kind == "py-ring":
+        return CacheTarget(f"mutant:{m.name}", impl)
+    if m.kind == "c-ring":
+        try:
+            from fuzz.ring_targets import make_c_library
+        except ModuleNotFoundError as e:
+            raise TargetUnavailable(f"the c: ABI target is not available ({e})") from e
+        target = make_c_library(str(impl))
+    elif m.kind == "decoder":
+        from fuzz.decoder_target import make_decoder
+
+        target = make_decoder(mutant=impl.name)
+    else:
+        raise ValueError(f"mutant {m.name}: unknown kind {m.kind!r}")
+    target.name = f"mutant:{m.name}"
+    return target
 
 #: The cost metrics of one kill: test cases run and tokens pushed until the first failing case.
 COST_METRICS = ("examples", "steps")
@@ -209,7 +244,7 @@ def run_mutants(
     for m in (mutants if mutants is not None else select(only)):
         kr = KillResult(m.name, m.bug_class, m.kind, m.reference, repeats=repeats)
         try:
-            target = m.make_target()
+            target = make_target(m)
         except (TargetUnavailable, MutantError) as e:
             kr.available, kr.reason = False, f"{type(e).__name__}: {e}"
             out.append(kr)
@@ -222,7 +257,7 @@ def run_mutants(
             first = rep == 0
             uniform = uniform_cases(wmax, max_tokens=target.max_tokens, salt=s)
             t0 = time.monotonic()
-            res = fuzz_target(target if first else m.make_target(), seconds=time_per, max_examples=max_examples,
+            res = fuzz_target(target if first else make_target(m), seconds=time_per, max_examples=max_examples,
                               window_max=window_max, seed=s, database=None, seed_dir=seeds_dir,
                               save_seed=first and seeds_dir is not None, shrink=first,
                               strategy=uniform if mode == "uniform" else None)
@@ -240,7 +275,7 @@ def run_mutants(
                     kr.seed_path = res.seed_path
             if mode == "both":
                 t0 = time.monotonic()
-                b = fuzz_target(m.make_target(), seconds=time_per, max_examples=max_examples,
+                b = fuzz_target(make_target(m), seconds=time_per, max_examples=max_examples,
                                 window_max=window_max, seed=s, database=None, save_seed=False, shrink=False,
                                 strategy=uniform)
                 brec = run_record(b, s, t0)
