@@ -6,6 +6,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -144,13 +145,25 @@ def test_bench_and_prove_are_wired(monkeypatch, capsys):
 
 def test_ctrl_c_keeps_report_and_seeds(tmp_path):
     rep = tmp_path / "r.json"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
     proc = subprocess.Popen([sys.executable, "-m", "fuzz.cli", "fuzz", "--target", "pyring", "--time", "120",
-                             "--report", str(rep), "--seeds-dir", str(tmp_path / "s"), "--db", str(tmp_path / "db")],
+                             "--plain", "--report", str(rep), "--seeds-dir", str(tmp_path / "s"),
+                             "--db", str(tmp_path / "db")],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(5)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    # Interrupt only once the campaign is running (a progress line with examples), however slow the machine.
+    watchdog = threading.Timer(120, proc.kill)
+    watchdog.start()
+    seen = []
+    try:
+        for line in proc.stdout:
+            seen.append(line)
+            if "examples=" in line and "examples=0 " not in line:
+                break
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        watchdog.cancel()
+    out = "".join(seen) + out
     assert proc.returncode == 130, (out, err)
     assert "interrupted" in out
     doc = json.loads(rep.read_text())
