@@ -171,7 +171,7 @@ def fuzz_target(
                 state["failing"] = True
                 res.examples_to_fail = res.examples
                 res.seconds_to_fail = round(time.monotonic() - start, 4)
-                res.steps_to_fail = res.steps + _tokens(ops)
+                res.steps_to_fail = res.steps + sum(op.tokens for op in ops)
             small = state["smallest"]
             if small is None or _size(case) <= _size(small):
                 state["smallest"] = case
@@ -290,10 +290,6 @@ def reduce_case(target: Target, case, error_type: type, budget: int = 2000):
             if budget <= 0:
                 break
     return best
-
-
-def _tokens(ops) -> int:
-    return sum(1 if isinstance(op, Push) else op.n if isinstance(op, Chunk) else 0 for op in ops)
 
 
 def _size(case) -> tuple[int, int]:

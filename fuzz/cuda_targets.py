@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from fuzz.ops import Op, Push, Reset, SpecStream
+from fuzz.ops import Op, Reset, SpecStream
 from fuzz.targets import CacheTarget, Mismatch, RunStats, Target, TargetUnavailable
 
 # ---------------------------------------------------------------------------
@@ -461,7 +461,7 @@ class CudaDecoderTarget(Target):
                     k_hist, v_hist = [], []
                     spec.apply(op)
                     continue
-                k = 1 if isinstance(op, Push) else op.n
+                k = op.tokens
                 start = spec.n
                 seed = spec.epoch * 1_000_003 + start * 7919 + k
                 kk = self._rand(seed, (k, self.H, self.D), dtype)

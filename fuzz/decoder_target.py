@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import torch
 
 from fuzz.decoder_props import check_cache, check_logits, torch_threads
-from fuzz.ops import Chunk, Op, Push, Reset, SpecStream
+from fuzz.ops import Op, Reset, SpecStream
 from fuzz.targets import Mismatch, RunStats, Target, TargetUnavailable
 from impl.decoder import Decoder, DecoderConfig, RingKVCache
 
@@ -49,10 +49,8 @@ def _epochs(ops: Sequence[Op]) -> list[int]:
     for op in ops:
         if isinstance(op, Reset):
             out.append(0)
-        elif isinstance(op, Push):
-            out[-1] += 1
         else:
-            out[-1] += op.n
+            out[-1] += op.tokens
     return out
 
 
@@ -101,7 +99,7 @@ class DecoderTarget(Target):
             if isinstance(op, Reset):
                 cache = self._new_cache(op.window)
             else:
-                k = 1 if isinstance(op, Push) else op.n
+                k = op.tokens
                 if k:
                     logits = model.forward_cached(cache, [token_of(spec.epoch, p, vocab)
                                                           for p in range(start, start + k)])

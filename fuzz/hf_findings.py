@@ -37,13 +37,12 @@ def segments(window: int, ops: Sequence[Op]):
         if isinstance(op, Reset):
             w, n = op.window, 0
             continue
-        k = 1 if isinstance(op, Push) else op.n
         yield w, n, op
-        n += k
+        n += op.tokens
 
 
 def _window_one(window: int, ops: Sequence[Op]) -> bool:
-    return any(w == 1 and (isinstance(op, Push) or op.n > 0) for w, _, op in segments(window, ops))
+    return any(w == 1 and op.tokens > 0 for w, _, op in segments(window, ops))
 
 
 def _empty_update_when_full(window: int, ops: Sequence[Op]) -> bool:
@@ -58,7 +57,7 @@ def _legacy_not_prefill_then_decode(window: int, ops: Sequence[Op]) -> bool:
     """4.45 sliding buffers are right only for: one prefill of >= W tokens at the start of a stream
     (or none, staying below W - 1 tokens), then single-token decoding."""
     for w, n, op in segments(window, ops):
-        k = 1 if isinstance(op, Push) else op.n
+        k = op.tokens
         if k == 0:
             continue
         first = n == 0
@@ -82,10 +81,10 @@ def _legacy_model_unsupported(window: int, ops: Sequence[Op]) -> bool:
         if isinstance(op, Reset):
             seg = []
             segs.append((op.window, seg))
-        elif isinstance(op, Push) or op.n > 0:
+        elif op.tokens > 0:
             seg.append(op)
     for w, seg in segs:
-        total = sum(1 if isinstance(op, Push) else op.n for op in seg)
+        total = sum(op.tokens for op in seg)
         if total <= w - 1:
             continue
         if not (isinstance(seg[0], Chunk) and seg[0].n >= w):

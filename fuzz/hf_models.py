@@ -100,7 +100,7 @@ class HFModelTarget(Target):
         spec = SpecStream(window, 1)
         for op in ops:
             stats.phases |= spec.apply(op)
-            stats.steps += 0 if isinstance(op, Reset) else (1 if isinstance(op, Push) else op.n)
+            stats.steps += op.tokens
         base = _case_seed(window, ops)
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # tiny matrices: one thread is ~10x faster than contending ones
@@ -124,7 +124,7 @@ class HFModelTarget(Target):
 
     def _run_mode(self, mode: str, attn: str, window: int, ops: Sequence[Op], base: int) -> None:
         for epoch, (w, seg) in enumerate(self._segments(window, ops)):
-            total = sum(1 if isinstance(op, Push) else op.n for _, op in seg)
+            total = sum(op.tokens for _, op in seg)
             if total == 0:
                 continue
             rng = np.random.default_rng([base, epoch])
@@ -152,7 +152,7 @@ class HFModelTarget(Target):
 
             if mode == "manual":
                 for i, op in seg:
-                    k = 1 if isinstance(op, Push) else op.n
+                    k = op.tokens
                     if k == 0:
                         continue
                     history.extend(int(t) for t in rng.integers(3, VOCAB, size=k))
@@ -165,7 +165,7 @@ class HFModelTarget(Target):
                         j += 1
                         continue
                     if isinstance(op, Chunk) or not history:
-                        k = 1 if isinstance(op, Push) else op.n
+                        k = op.tokens
                         history.extend(int(t) for t in rng.integers(3, VOCAB, size=k))
                         g = 0
                         while j + 1 + g < len(seg) and isinstance(seg[j + 1 + g][1], Push):

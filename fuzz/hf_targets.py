@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from fuzz import hf_conventions
-from fuzz.ops import Chunk, Op, Push, Reset, SpecStream
+from fuzz.ops import Op, Reset, SpecStream
 from fuzz.targets import Mismatch, RunStats, Target, TargetUnavailable
 
 
@@ -118,7 +118,7 @@ class HFCacheTarget(Target):
                 table = {}
                 self._check_stored(drv, spec, table, i, op)
                 continue
-            k = 1 if isinstance(op, Push) else op.n
+            k = op.tokens
             n = spec.n
             entries = spec.new_entries(k)
             for p, key, val in entries:

@@ -22,8 +22,13 @@ import numpy as np
 import pyspec
 
 
+# ``tokens``: how many tokens the op feeds (every target, strategy and finding counts with it).
+
+
 @dataclass(frozen=True)
 class Push:
+    tokens = 1
+
     def to_json(self) -> list:
         return ["push"]
 
@@ -32,6 +37,10 @@ class Push:
 class Chunk:
     n: int
 
+    @property
+    def tokens(self) -> int:
+        return self.n
+
     def to_json(self) -> list:
         return ["chunk", self.n]
 
@@ -39,6 +48,7 @@ class Chunk:
 @dataclass(frozen=True)
 class Reset:
     window: int
+    tokens = 0
 
     def to_json(self) -> list:
         return ["reset", self.window]
@@ -190,7 +200,7 @@ class SpecStream:
             self.after_reset = self.n > 0 or self.after_reset
             self.window, self.epoch, self.n, self.cache = op.window, self.epoch + 1, 0, []
             return set()
-        k = 1 if isinstance(op, Push) else op.n
+        k = op.tokens
         self.cache = pyspec.push_chunk(self.window, self.cache, range(self.n, self.n + k))
         self.n += k
         return phases_of(op, before, self.n, self.window, self.after_reset)

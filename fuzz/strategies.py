@@ -43,10 +43,9 @@ def op_lists(draw, window: int, max_ops: int = 24, window_max: int = 16, max_tok
         else:
             w = draw(windows(window_max))
             op = Reset(w)
-        n = 1 if isinstance(op, Push) else (op.n if isinstance(op, Chunk) else 0)
-        if max_tokens is not None and tokens + n > max_tokens:
+        if max_tokens is not None and tokens + op.tokens > max_tokens:
             break
-        tokens += n
+        tokens += op.tokens
         ops.append(op)
     return ops
 
@@ -78,7 +77,7 @@ def boundary_tours(window_max: int = 16, max_tokens: int | None = None) -> list[
         kept: list[Op] = []
         tokens = 0
         for op in ops:
-            tokens += 1 if isinstance(op, Push) else (op.n if isinstance(op, Chunk) else 0)
+            tokens += op.tokens
             if max_tokens is not None and tokens > max_tokens:
                 break
             kept.append(op)
@@ -109,10 +108,9 @@ def uniform_case(rng, window_max: int = 16, max_ops: int = 24, max_chunk: int | 
             op = Chunk(rng.randint(0, max_chunk))
         else:
             op = Reset(rng.randint(1, window_max))
-        n = 1 if isinstance(op, Push) else (op.n if isinstance(op, Chunk) else 0)
-        if max_tokens is not None and tokens + n > max_tokens:
+        if max_tokens is not None and tokens + op.tokens > max_tokens:
             break
-        tokens += n
+        tokens += op.tokens
         ops.append(op)
     return w, ops
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 import pyspec
-from fuzz.ops import Chunk, Op, Push, Reset, SpecStream, format_ops
+from fuzz.ops import Op, Push, Reset, SpecStream, format_ops
 
 PROTOCOL_METHODS = ("reset", "push", "push_chunk", "contents")
 
@@ -131,7 +131,7 @@ class CacheTarget(Target):
             else:
                 cache.push_chunk(spec.new_entries(op.n))
             stats.phases |= spec.apply(op)
-            stats.steps += 0 if isinstance(op, Reset) else (1 if isinstance(op, Push) else op.n)
+            stats.steps += op.tokens
             self._check(cache, spec, i, op)
         return stats
 
