@@ -4,7 +4,8 @@
 #   make -f csrc/cuda.mk check           -> compile-only check for sm_80 and sm_90, warnings as errors
 #   make -f csrc/cuda.mk CUDA_ARCHS="90" -> one arch only
 #
-# Nothing here runs at pip install: impl/cuda_ring.py:build() calls this when nvcc exists.
+# Nothing here runs at pip install. impl/cuda_ring.py:compile_command() is the same nvcc command
+# line for build() and tests/test_cuda_compile.py: keep the flags of both in step.
 CSRC        := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 NVCC        ?= nvcc
 CUDA_ARCHS  ?= 80 90

@@ -1,8 +1,8 @@
 """Python binding of the CUDA ring KV cache (``csrc/ringkv_cuda.cu``), cffi ABI mode.
 
 The ``.so`` is never built at ``pip install`` (installation must succeed without CUDA):
-:func:`build` runs nvcc through ``csrc/cuda.mk`` into ``csrc/build/libringkv_cuda.so``,
-and :func:`load` dlopens it (``KVWINDOW_CUDA_LIB`` overrides the path). Torch tensors
+:func:`build` runs nvcc (the command line of ``csrc/cuda.mk``, from :func:`compile_command`)
+into ``csrc/build/libringkv_cuda.so``, and :func:`load` dlopens it (``KVWINDOW_CUDA_LIB`` overrides the path). Torch tensors
 pass their ``data_ptr()``; every call runs on torch's current CUDA stream.
 
 :class:`CudaRing` owns (or wraps) the caches ``[B, L, Hkv, W, D]`` and exposes append,
@@ -23,7 +23,6 @@ ROOT = Path(__file__).resolve().parent.parent
 CSRC = ROOT / "csrc"
 HEADER = CSRC / "ringkv_cuda.h"
 SOURCES = (CSRC / "ringkv_cuda.cu", HEADER, CSRC / "ringkv_index.h")
-MAKEFILE = CSRC / "cuda.mk"
 DEFAULT_LIB = CSRC / "build" / "libringkv_cuda.so"
 ENV_LIB = "KVWINDOW_CUDA_LIB"
 ENV_NVCC = "NVCC"
@@ -35,7 +34,6 @@ DTYPES: dict[str, tuple[int, str, int]] = {
     "fp16": (1, "float16", 2),
     "bf16": (2, "bfloat16", 2),
 }
-DECODE_HEAD_DIMS = (64, 128, 256)
 
 STATUS_NAMES = {
     0: "RKVC_OK", -1: "RKVC_E_NULL", -2: "RKVC_E_ALIGN", -3: "RKVC_E_WINDOW", -4: "RKVC_E_DTYPE",
@@ -111,7 +109,8 @@ def _device_arch() -> str | None:
 def compile_command(nvcc: str, out: Path, archs: Sequence[str], *, shared: bool = True,
                     werror: bool = False, ptx: bool = True) -> list[str]:
     """The nvcc command line :func:`build` and the CI compile check use: SASS for each arch,
-    plus PTX of the last one (``ptx``) so newer GPUs can JIT it."""
+    plus PTX of the last one (``ptx``) so newer GPUs can JIT it. Keep the flags in step with
+    ``csrc/cuda.mk`` (the same build for ``make``)."""
     cmd = [nvcc, "-O3", "-std=c++17", "--threads", "2", "-Xcompiler", "-Wall,-Wextra,-fPIC"]
     if werror:
         cmd += ["-Werror", "all-warnings", "-Xcompiler", "-Werror"]
@@ -225,13 +224,6 @@ def torch_dtype(name: str):
     return getattr(torch, DTYPES[name][1])
 
 
-def dtype_name(dt) -> str:
-    for name, (_, attr, _) in DTYPES.items():
-        if str(dt) == f"torch.{attr}":
-            return name
-    raise ValueError(f"unsupported dtype {dt}; use float32, float16 or bfloat16")
-
-
 # ---------------------------------------------------------------------------
 # The cache
 
@@ -311,10 +303,10 @@ class CudaRing:
 
     def append_step(self, layer: int, positions: Sequence[int], k, v) -> None:
         """One token per sequence: ``k``/``v`` ``[B, Hkv, D]`` at ``positions[b]``."""
-        shape = (self.batch, self.kv_heads, self.head_dim)
-        pos = self.ffi.new("int64_t[]", [int(p) for p in positions])
         if len(positions) != self.batch:
             raise ValueError(f"positions: {len(positions)} entries, expected {self.batch}")
+        shape = (self.batch, self.kv_heads, self.head_dim)
+        pos = self.ffi.new("int64_t[]", [int(p) for p in positions])
         check(self.lib.rkvc_append_step(self._h, layer, pos, self._tensor(k, shape, "k"),
                                         self._tensor(v, shape, "v"), self._stream()), "rkvc_append_step")
 
