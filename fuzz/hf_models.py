@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from fuzz import hf_conventions
-from fuzz.hf_targets import _known_reason, _skip_known
+from fuzz.hf_targets import HFTarget
 from fuzz.ops import Chunk, Op, Push, Reset, SpecStream, format_ops
 from fuzz.targets import Mismatch, RunStats, Target
 from impl.hf import reference
@@ -59,7 +59,7 @@ def _case_seed(window: int, ops: Sequence[Op]) -> int:
     return int.from_bytes(hashlib.sha256(f"{window}|{format_ops(ops)}".encode()).digest()[:4], "little")
 
 
-class HFModelTarget(Target):
+class HFModelTarget(HFTarget):
     kind = "model"
     max_window = 16
     max_tokens = 40
@@ -70,19 +70,11 @@ class HFModelTarget(Target):
         self.models = TinyModels(arch, window_shift=window_shift, seed=seed)
         self.info = self.models.info
         self.arch, self.strict, self.window_shift = arch, strict, window_shift
+        self.finding_kind = arch
         self.name = name or f"hf-{arch}"
         self.modes = tuple(modes)
         self.attns = tuple(attns) if attns is not None else tuple(attn_impls(arch))
         self.state = self.models.state
-
-    def versions(self) -> dict[str, str]:
-        return self.info.versions()
-
-    def accepts(self, window: int, ops: Sequence[Op]) -> Optional[str]:
-        why = super().accepts(window, ops)
-        if why is None and not self.strict:
-            why = _known_reason(self.arch, self.info.api, window, ops)
-        return why
 
     # -- the pinned cache convention
 
@@ -94,8 +86,7 @@ class HFModelTarget(Target):
     # -- running a case
 
     def run(self, window: int, ops: Sequence[Op]) -> RunStats:
-        if not self.strict:
-            _skip_known(self, self.arch, self.info.api, window, ops)
+        self.skip_known(window, ops)
         stats = RunStats()
         spec = SpecStream(window, 1)
         for op in ops:

@@ -19,9 +19,13 @@ unless ``strict=True``; ``versions()`` reports transformers and torch.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
+
+from hypothesis import reject
+from hypothesis.control import currently_in_test_context
 
 from fuzz import hf_conventions
+from fuzz.hf_findings import Finding, known_hit
 from fuzz.ops import Op, Reset, SpecStream
 from fuzz.targets import Mismatch, RunStats, Target, TargetUnavailable
 
@@ -37,37 +41,44 @@ def _hf():
         raise TargetUnavailable(str(e)) from e
 
 
-def _skip_known(target: "Target", kind: str, api: str, window: int, ops: Sequence[Op]) -> None:
-    """Leave out a case that hits a known finding: Hypothesis discards it; elsewhere it raises."""
-    from fuzz.hf_findings import known_hit
-
-    f = known_hit(kind, api, window, ops)
-    if f is None:
-        return
-    try:
-        from hypothesis.control import currently_in_test_context
-        inside = currently_in_test_context()
-    except ImportError:  # pragma: no cover - old hypothesis
-        inside = False
-    if inside:
-        from hypothesis import reject
-
-        reject()
-    raise KnownFinding(f"{target.name}: case hits known finding {f.id} ({f.doc}); run with strict=True to drive it")
-
-
 class KnownFinding(RuntimeError):
     """A case that exercises a documented finding, run on a non-strict target outside Hypothesis."""
 
 
-def _known_reason(kind: str, api: str, window: int, ops: Sequence[Op]) -> Optional[str]:
-    from fuzz.hf_findings import known_hit
+class HFTarget(Target):
+    """What every HF target shares: it reports transformers' and torch's versions, and unless
+    ``strict`` it leaves out the cases that hit a finding written up for the installed cache API
+    (:mod:`fuzz.hf_findings`), so a campaign explores everything else instead of re-finding it.
 
-    f = known_hit(kind, api, window, ops)
-    return None if f is None else f"hits known finding {f.id} ({f.doc})"
+    Subclasses set ``info`` (:func:`impl.hf.compat.info`), ``strict`` and ``finding_kind``
+    (the kind findings are listed under: ``"dynamic"``, ``"static"``, ``"mistral"``, ``"gemma2"``).
+    """
+
+    finding_kind: str
+    strict: bool = False
+
+    def versions(self) -> dict[str, str]:
+        return self.info.versions()
+
+    def known_finding(self, window: int, ops: Sequence[Op]) -> Optional[Finding]:
+        return None if self.strict else known_hit(self.finding_kind, self.info.api, window, ops)
+
+    def accepts(self, window: int, ops: Sequence[Op]) -> Optional[str]:
+        why = super().accepts(window, ops)
+        f = None if why is not None else self.known_finding(window, ops)
+        return why if f is None else f"hits known finding {f.id} ({f.doc})"
+
+    def skip_known(self, window: int, ops: Sequence[Op]) -> None:
+        """Leave out a case that hits a known finding: Hypothesis discards it; elsewhere it raises."""
+        f = self.known_finding(window, ops)
+        if f is None:
+            return
+        if currently_in_test_context():
+            reject()
+        raise KnownFinding(f"{self.name}: case hits known finding {f.id} ({f.doc}); run with strict=True to drive it")
 
 
-class HFCacheTarget(Target):
+class HFCacheTarget(HFTarget):
     """``hf-dynamic`` (kind ``"dynamic"``) or ``hf-static`` (kind ``"static"``)."""
 
     kind = "cache"
@@ -78,17 +89,9 @@ class HFCacheTarget(Target):
                  layer_class: Optional[type] = None, name: Optional[str] = None, width: int = 4):
         self.info = _hf()
         self.cache_kind, self.strict, self.window_shift = cache_kind, strict, window_shift
+        self.finding_kind = cache_kind
         self.layer_class, self.width = layer_class, width
         self.name = name or f"hf-{cache_kind}"
-
-    def versions(self) -> dict[str, str]:
-        return self.info.versions()
-
-    def accepts(self, window: int, ops: Sequence[Op]) -> Optional[str]:
-        why = super().accepts(window, ops)
-        if why is None and not self.strict:
-            why = _known_reason(self.cache_kind, self.info.api, window, ops)
-        return why
 
     def _driver(self, window: int):
         from impl.hf.caches import LayerDriver
@@ -97,8 +100,7 @@ class HFCacheTarget(Target):
                            layer_class=self.layer_class)
 
     def run(self, window: int, ops: Sequence[Op]) -> RunStats:
-        if not self.strict:
-            _skip_known(self, self.cache_kind, self.info.api, window, ops)
+        self.skip_known(window, ops)
         import numpy as np
 
         from impl.hf.caches import decode_rows
