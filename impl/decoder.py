@@ -694,19 +694,23 @@ class Decoder:
         """A fresh cache for this model (``window`` overrides the sliding layers' window)."""
         return self.cache_cls(self.config, window, backend=backend, **kw)
 
+    def _rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return rope_cos_sin(positions, self.config.head_dim, self.config.rope_theta, self.dtype, self.device)
+
     def _layer(self, i: int, x: torch.Tensor, q_pos: torch.Tensor, window: int | None,
-               past: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None,
-               mask_fn: Callable, key_pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+               past: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None, mask_fn: Callable,
+               q_rope: tuple[torch.Tensor, torch.Tensor],
+               k_rope: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One layer; ``q_rope``/``k_rope`` are the ``(cos, sin)`` queries and new keys are rotated by
+        (computed once per forward by the caller, not once per layer)."""
         c, w, p = self.config, self.w, f"layers.{i}."
         T = x.shape[0]
         h = rms_norm(x, w[p + "input_layernorm"], c.rms_eps)
         q = (h @ w[p + "self_attn.q_proj"].T).view(T, c.n_heads, c.head_dim).transpose(0, 1)
         k = (h @ w[p + "self_attn.k_proj"].T).view(T, c.n_kv_heads, c.head_dim).transpose(0, 1)
         v = (h @ w[p + "self_attn.v_proj"].T).view(T, c.n_kv_heads, c.head_dim).transpose(0, 1)
-        cos, sin = rope_cos_sin(q_pos, c.head_dim, c.rope_theta, self.dtype, self.device)
-        q = apply_rope(q, cos, sin)
-        kcos, ksin = rope_cos_sin(key_pos, c.head_dim, c.rope_theta, self.dtype, self.device)
-        k = apply_rope(k, kcos, ksin)
+        q = apply_rope(q, *q_rope)
+        k = apply_rope(k, *k_rope)
         new_k, new_v = k.transpose(0, 1), v.transpose(0, 1)  # [T, KVH, D]
         if past is not None and past[0].shape[0]:
             kp = torch.cat([past[0], q_pos])
@@ -736,9 +740,10 @@ class Decoder:
         wins = self._windows(windows)
         pos = torch.arange(len(toks), device=self.device)
         x = self.w["embed_tokens"][torch.tensor(toks, device=self.device)]
+        rope = self._rope(pos)
         keys, values = [], []
         for i in range(self.config.layers):
-            x, k, v = self._layer(i, x, pos, wins[i], None, self._full_mask, pos)
+            x, k, v = self._layer(i, x, pos, wins[i], None, self._full_mask, rope, rope)
             keys.append(k)
             values.append(v)
         return FullOutput(self._head(x), keys, values)
@@ -765,11 +770,14 @@ class Decoder:
         start = cache.next_position()
         q_pos = torch.arange(start, start + len(toks), device=self.device)
         x = self.w["embed_tokens"][torch.tensor(toks, device=self.device)]
+        q_rope = self._rope(q_pos)
         new_k, new_v = [], []
         for i in range(self.config.layers):
             w = cache.windows[i]
             past = cache.read(i)
-            x, k, v = self._layer(i, x, q_pos, w, past, self._cached_mask, self._key_rope_positions(q_pos, w))
+            key_pos = self._key_rope_positions(q_pos, w)
+            k_rope = q_rope if key_pos is q_pos else self._rope(key_pos)
+            x, k, v = self._layer(i, x, q_pos, w, past, self._cached_mask, q_rope, k_rope)
             new_k.append(k)
             new_v.append(v)
         logits = self._head(x)
