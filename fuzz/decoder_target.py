@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import torch
 
 from fuzz.decoder_props import check_cache, check_logits, torch_threads
-from fuzz.ops import Op, Reset, SpecStream
+from fuzz.ops import Op, Reset, SpecStream, streams
 from fuzz.targets import Mismatch, RunStats, Target, TargetUnavailable
 from impl.decoder import Decoder, DecoderConfig, RingKVCache
 
@@ -41,17 +41,6 @@ def token_of(epoch: int, pos: int, vocab: int) -> int:
     x ^= x >> 13
     x = (x * 0x5BD1E995) & 0xFFFFFFFF
     return (x ^ (x >> 15)) % vocab
-
-
-def _epochs(ops: Sequence[Op]) -> list[int]:
-    """Tokens fed in each stream epoch (epoch 0 before the first reset)."""
-    out = [0]
-    for op in ops:
-        if isinstance(op, Reset):
-            out.append(0)
-        else:
-            out[-1] += op.tokens
-    return out
 
 
 class DecoderTarget(Target):
@@ -81,9 +70,8 @@ class DecoderTarget(Target):
         vocab = model.config.vocab
         spec = SpecStream(window)
         stats = RunStats()
-        lengths = _epochs(ops)
+        lengths = [sum(op.tokens for _, op in seg) for _, seg in streams(window, ops)]  # per stream epoch
         cache = self._new_cache(window)
-        full = None
 
         def reference(epoch: int) -> Any:
             n = lengths[epoch]

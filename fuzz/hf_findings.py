@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from fuzz.ops import Chunk, Op, Push, Reset
+from fuzz.ops import Chunk, Op, Push, Reset, streams
 
 
 @dataclass(frozen=True)
@@ -75,15 +75,8 @@ def _legacy_model_unsupported(window: int, ops: Sequence[Op]) -> bool:
     """The model-level form: a stream that reaches ``W`` tokens must start with one prefill of
     ``>= W`` tokens and continue with single decoded tokens only (in generate mode a chunk after
     generated tokens is fed together with the last of them, a multi-token update)."""
-    w, seg = window, []
-    segs = [(w, seg)]
-    for op in ops:
-        if isinstance(op, Reset):
-            seg = []
-            segs.append((op.window, seg))
-        elif op.tokens > 0:
-            seg.append(op)
-    for w, seg in segs:
+    for w, stream in streams(window, ops):
+        seg = [op for _, op in stream if op.tokens > 0]
         total = sum(op.tokens for op in seg)
         if total <= w - 1:
             continue

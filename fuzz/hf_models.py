@@ -46,7 +46,7 @@ import torch
 
 from fuzz import hf_conventions
 from fuzz.hf_targets import HFTarget
-from fuzz.ops import Chunk, Op, Push, Reset, SpecStream, format_ops
+from fuzz.ops import Chunk, Op, Push, SpecStream, format_ops, streams
 from fuzz.targets import Mismatch, RunStats, Target
 from impl.hf import reference
 from impl.hf.models import VOCAB, TinyModels, attn_impls
@@ -103,18 +103,8 @@ class HFModelTarget(HFTarget):
             torch.set_num_threads(threads)
         return stats
 
-    def _segments(self, window: int, ops: Sequence[Op]):
-        """``[(window, [(op_index, op), ...]), ...]`` split at resets."""
-        segs = [(window, [])]
-        for i, op in enumerate(ops):
-            if isinstance(op, Reset):
-                segs.append((op.window, []))
-            else:
-                segs[-1][1].append((i, op))
-        return segs
-
     def _run_mode(self, mode: str, attn: str, window: int, ops: Sequence[Op], base: int) -> None:
-        for epoch, (w, seg) in enumerate(self._segments(window, ops)):
+        for epoch, (w, seg) in enumerate(streams(window, ops)):
             total = sum(op.tokens for _, op in seg)
             if total == 0:
                 continue

@@ -76,6 +76,18 @@ def op_from_json(raw: Any, index: int = 0) -> Op:
     raise OpError(f"op #{index}: malformed {raw!r} (chunk takes n >= 0, reset takes a window >= 1)")
 
 
+def streams(window: int, ops: Sequence[Op]) -> list[tuple[int, list[tuple[int, Op]]]]:
+    """The case split at its resets: ``[(window, [(op index, op), ...]), ...]``, one entry per
+    stream (the first runs before any reset); the resets themselves are not listed."""
+    out: list[tuple[int, list[tuple[int, Op]]]] = [(window, [])]
+    for i, op in enumerate(ops):
+        if isinstance(op, Reset):
+            out.append((op.window, []))
+        else:
+            out[-1][1].append((i, op))
+    return out
+
+
 def ops_from_json(raw: Any) -> list[Op]:
     if not isinstance(raw, list):
         raise OpError(f"ops must be a list, got {type(raw).__name__}")
