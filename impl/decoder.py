@@ -192,6 +192,19 @@ class DecoderConfig:
                 for f in fields(self) if getattr(self, f.name) != getattr(other, f.name)]
 
 
+def _override_windows(config: DecoderConfig, windows: Any) -> tuple[int | None, ...]:
+    """Per-layer windows of a cache or a full forward: ``None`` → the config's; a list → per
+    layer; an int → that window for every *sliding* layer (global layers stay global)."""
+    if windows is None:
+        return config.windows
+    if isinstance(windows, (list, tuple)):
+        return resolve_windows(windows, config.layers)
+    w = _one_window(windows, "window")
+    if w is None:
+        raise WindowError(f"window override must be an int >= 1, got {windows!r}")
+    return tuple(None if cw is None else w for cw in config.windows)
+
+
 # ---------------------------------------------------------------------------
 # Building blocks (module-level so the HF reference forwards reuse them)
 
@@ -505,15 +518,7 @@ class RingKVCache:
         if not isinstance(config, DecoderConfig):
             raise CacheMismatchError(f"RingKVCache needs a DecoderConfig, got {type(config).__name__}")
         self.config = config
-        if windows is None:
-            self.windows = config.windows
-        elif isinstance(windows, (list, tuple)):
-            self.windows = resolve_windows(windows, config.layers)
-        else:
-            w = _one_window(windows, "window")
-            if w is None:
-                raise WindowError(f"window override must be an int >= 1, got {windows!r}")
-            self.windows = tuple(None if cw is None else w for cw in config.windows)
+        self.windows = _override_windows(config, windows)
         self.dtype = dtype if dtype is not None else config.torch_dtype
         self.device = torch.device(device if device is not None else config.device)
         self.backend = backend
@@ -737,7 +742,7 @@ class Decoder:
         against a cache built with a window override).
         """
         toks = self.check_tokens(tokens)
-        wins = self._windows(windows)
+        wins = _override_windows(self.config, windows)
         pos = torch.arange(len(toks), device=self.device)
         x = self.w["embed_tokens"][torch.tensor(toks, device=self.device)]
         rope = self._rope(pos)
@@ -747,14 +752,6 @@ class Decoder:
             keys.append(k)
             values.append(v)
         return FullOutput(self._head(x), keys, values)
-
-    def _windows(self, windows: Any) -> tuple[int | None, ...]:
-        if windows is None:
-            return self.config.windows
-        if isinstance(windows, (list, tuple)):
-            return resolve_windows(windows, self.config.layers)
-        w = _one_window(windows, "window")
-        return tuple(None if cw is None else w for cw in self.config.windows)
 
     @torch.no_grad()
     def forward_cached(self, cache: RingKVCache, tokens: Any) -> torch.Tensor:
