@@ -391,22 +391,14 @@ class TorchRingStore:
         self.pos[idx] = torch.tensor(positions, dtype=torch.int64, device=self.device)
         self.count += total
 
-    def _order(self) -> torch.Tensor:
-        cap = self.capacity()
-        if cap is None or self.count <= cap:
-            return torch.arange(self.count if cap is None else min(self.count, cap), device=self.device)
-        head = self.count % cap
-        return (head + torch.arange(cap, device=self.device)) % cap
-
     def read(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(positions [L], k [L, KVH, D], v)`` in logical order."""
-        if self.count == 0:
-            return self.pos[:0], self.k[:0], self.v[:0]
+        """``(positions [L], k [L, KVH, D], v)`` in logical order: the first ``count`` slots
+        until the ring wraps, then ``cap`` slots from the oldest (``count mod cap``)."""
         cap = self.capacity()
         if cap is None or self.count <= cap:
-            n = self.count if cap is None else min(self.count, cap)
+            n = self.count
             return self.pos[:n], self.k[:n], self.v[:n]
-        idx = self._order()
+        idx = (self.count % cap + torch.arange(cap, device=self.device)) % cap
         return self.pos[idx], self.k[idx], self.v[idx]
 
     def nbytes(self) -> int:
@@ -433,7 +425,6 @@ class ProtocolRingStore:
         self.width = kv_heads * head_dim * (3 if dtype == torch.float64 else 1)
         self.ring = _construct(factory, self.width)
         self.ring.reset(window)
-        self.count = 0
 
     def capacity(self) -> int:
         return self.window
@@ -457,7 +448,6 @@ class ProtocolRingStore:
             self.ring.push(*entries[0])
         else:
             self.ring.push_chunk(entries)
-        self.count += len(entries)
 
     def read(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         contents = list(self.ring.contents())
