@@ -412,6 +412,16 @@ int check_seq_layer(const rkvc_cache *h, int64_t layer, int64_t seq) {
   return RKVC_OK;
 }
 
+// q_heads the decode kernel can launch for: a multiple of Hkv, a supported head dim, a grid y
+// (KV head x head chunk) within 65535 and int32 row indices. One rule for decode and auto-splits.
+int check_decode_heads(const rkvc_cache *h, int64_t q_heads) {
+  if (q_heads < 1 || q_heads % h->H != 0 || !decode_dim_supported(h->D)) return RKVC_E_DIM;
+  const int64_t G = q_heads / h->H;
+  const int gmax = gmax_for(G);
+  if (h->H * ((G + gmax - 1) / gmax) > 65535 || q_heads > INT32_MAX / 2) return RKVC_E_DIM;
+  return RKVC_OK;
+}
+
 unsigned grid_for(int64_t total, int threads) {
   int64_t blocks = (total + threads - 1) / threads;
   if (blocks > (int64_t(1) << 20)) blocks = int64_t(1) << 20;  // grid-stride beyond
@@ -704,20 +714,18 @@ int rkvc_gather(rkvc_cache *h, int64_t layer, int64_t seq0, int64_t count, void 
 
 int rkvc_decode_auto_splits(const rkvc_cache *h, int64_t q_heads) {
   if (!h) return RKVC_E_NULL;
-  if (q_heads < 1 || q_heads % h->H != 0 || q_heads > 65535 * h->H) return RKVC_E_DIM;
-  if (!decode_dim_supported(h->D)) return RKVC_E_DIM;
-  return auto_splits(h, q_heads);
+  const int rc = check_decode_heads(h, q_heads);
+  return rc ? rc : auto_splits(h, q_heads);
 }
 
 int rkvc_decode_attention(rkvc_cache *h, int64_t layer, int64_t q_heads, const void *q, void *out,
                           float scale, int num_splits, void *stream) {
   if (!h) return RKVC_E_NULL;
   if (layer < 0 || layer >= h->L) return RKVC_E_LAYER;
-  if (q_heads < 1 || q_heads % h->H != 0 || !decode_dim_supported(h->D)) return RKVC_E_DIM;
+  if (const int rc = check_decode_heads(h, q_heads)) return rc;
   const int64_t G = q_heads / h->H;
   const int gmax = gmax_for(G);
   const int64_t gchunks = (G + gmax - 1) / gmax;
-  if (h->H * gchunks > 65535 || q_heads > INT32_MAX / 2) return RKVC_E_DIM;
   if (!q || !out) return RKVC_E_NULL;
   if (!aligned16(q) || !aligned16(out)) return RKVC_E_ALIGN;
   if (!(scale > 0.f) || !isfinite(scale)) return RKVC_E_ARG;
