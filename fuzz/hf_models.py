@@ -45,6 +45,7 @@ import numpy as np
 import torch
 
 from fuzz import hf_conventions
+from fuzz.decoder_props import torch_threads
 from fuzz.hf_targets import HFTarget
 from fuzz.ops import Chunk, Op, Push, SpecStream, format_ops, streams
 from fuzz.targets import Mismatch, RunStats, Target
@@ -93,14 +94,10 @@ class HFModelTarget(HFTarget):
             stats.phases |= spec.apply(op)
             stats.steps += op.tokens
         base = _case_seed(window, ops)
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # tiny matrices: one thread is ~10x faster than contending ones
-        try:
+        with torch_threads(1):  # tiny matrices: one thread is ~10x faster than contending ones
             for mode in self.modes:
                 for attn in self.attns:
                     self._run_mode(mode, attn, window, ops, base)
-        finally:
-            torch.set_num_threads(threads)
         return stats
 
     def _run_mode(self, mode: str, attn: str, window: int, ops: Sequence[Op], base: int) -> None:
