@@ -9,8 +9,8 @@ the K/V bytes the step must read (``2 * B * Hkv * W * D * elem``, plus q and out
 the median time, reported as a fraction of the device's peak.
 
 Peak bandwidth, in order: ``$KVWINDOW_PEAK_BW`` (bytes/s, or with a TB/s suffix),
-torch's device properties or the CUDA runtime's memory clock x bus width, else a table
-by device name (:data:`PEAK_BW_TABLE`). Goal (issue 7): >= 70 % of peak and faster than
+torch's device properties (memory clock x bus width), a table by device name
+(:data:`PEAK_BW_TABLE`), else the CUDA runtime's memory clock x bus width. Goal (issue 7): >= 70 % of peak and faster than
 the SDPA path. ``python -m impl.cuda_bench`` prints the table; the ``kvwindow bench``
 command calls :func:`measure_decode_attention` when a GPU is present.
 """
@@ -164,20 +164,18 @@ def measure_decode_attention(batch: int = 64, window: int = 4096, kv_heads: int 
         qs = q.view(batch, q_heads, 1, head_dim)
         rep = q_heads // kv_heads
 
-        def attn():
+        def sdpa(k, v):
             try:
-                return F.scaled_dot_product_attention(qs, kg, vg, scale=scale, enable_gqa=True)
+                return F.scaled_dot_product_attention(qs, k, v, scale=scale, enable_gqa=True)
             except TypeError:  # torch without enable_gqa
-                return F.scaled_dot_product_attention(qs, kg.repeat_interleave(rep, 1),
-                                                      vg.repeat_interleave(rep, 1), scale=scale)
+                return F.scaled_dot_product_attention(qs, k.repeat_interleave(rep, 1),
+                                                      v.repeat_interleave(rep, 1), scale=scale)
+
+        def attn():
+            return sdpa(kg, vg)
 
         def gather_attn():
-            k2, v2 = ring.gather(0)
-            try:
-                return F.scaled_dot_product_attention(qs, k2, v2, scale=scale, enable_gqa=True)
-            except TypeError:
-                return F.scaled_dot_product_attention(qs, k2.repeat_interleave(rep, 1),
-                                                      v2.repeat_interleave(rep, 1), scale=scale)
+            return sdpa(*ring.gather(0))
 
         sdpa_ms = _time_ms(attn, iters, warmup)
         gather_sdpa_ms = _time_ms(gather_attn, max(iters // 2, 5), 2)
