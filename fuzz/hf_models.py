@@ -205,21 +205,20 @@ class HFModelTarget(HFTarget):
                 if want is None:
                     continue
                 for layer, got in ks.items():
-                    rows = [p for p in want]
                     if got is None:
-                        if any(p is not None for p in rows):
+                        if any(p is not None for p in want):
                             raise Mismatch(self.name, i, op, f"{tag} layer {layer} stores nothing after {fed} "
-                                                             f"tokens; convention says positions {rows}")
+                                                             f"tokens; convention says positions {want}")
                         continue
-                    if got.shape[1] != len(rows):
+                    if got.shape[1] != len(want):
                         raise Mismatch(self.name, i, op, f"{tag} layer {layer} stores {got.shape[1]} rows after "
-                                                         f"{fed} tokens (W={w}); convention says positions {rows}")
-                    for r, p in enumerate(rows):
+                                                         f"{fed} tokens (W={w}); convention says positions {want}")
+                    for r, p in enumerate(want):
                         ref = torch.zeros_like(got[:, r]) if p is None else ref_keys[layer][:, p]
                         if not torch.allclose(got[:, r], ref, atol=ATOL, rtol=RTOL):
                             raise Mismatch(self.name, i, op,
                                            f"{tag} layer {layer} row {r} after {fed} tokens (W={w}) is not the "
-                                           f"reference key of position {p} (convention: positions {rows})")
+                                           f"reference key of position {p} (convention: positions {want})")
 
 
 def make_target(arch: str, **kw: Any) -> Target:
