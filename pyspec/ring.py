@@ -72,6 +72,8 @@ class Ring(Generic[T]):
 
 def _set(buf: tuple, i: int, x: Any) -> tuple:
     """Lean ``KVWindow.setSlot``: replace slot ``i`` (no effect past the end)."""
+    if i >= len(buf):
+        return buf  # Lean's `| [], _, _ => []`; slicing alone would append x
     return buf[:i] + (x,) + buf[i + 1:]
 
 
