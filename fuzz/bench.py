@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -128,16 +128,6 @@ def _import(path: str) -> Any:
     if obj is None:
         raise Unavailable(f"{mod} has no {attr}")
     return obj
-
-
-def _first(paths: list[str]) -> tuple[str, Any]:
-    reasons = []
-    for p in paths:
-        try:
-            return p, _import(p)
-        except Unavailable as e:
-            reasons.append(str(e))
-    raise Unavailable("; ".join(reasons))
 
 
 def _call(fn: Callable, **kwargs) -> Any:
@@ -268,8 +258,11 @@ def measure_stateful(target, window: int, seconds: float, seed: int, seed_dir: P
             "examples_per_s": r.examples_per_s, "steps_per_s": r.steps_per_s}
 
 
-def _bulk_fn() -> tuple[str, Callable]:
-    return _first(["fuzz.bulk:measure_bulk", "fuzz.ring_targets:measure_bulk", "impl.ring:measure_bulk"])
+#: The helpers each section measures with (imported lazily: a missing one disables only its section).
+BULK_FN = "fuzz.bulk:measure_bulk"
+MUTANTS_FN = "fuzz.mutants:run_mutants"
+DECODE_FN = "impl.decoder_bench:measure_decode"
+GPU_FN = "impl.cuda_bench:measure_decode_attention"
 
 
 def section_throughput(b: Budget, seed_dir: Path, log: Callable[[str], None]) -> dict[str, Any]:
@@ -295,8 +288,7 @@ def section_throughput(b: Budget, seed_dir: Path, log: Callable[[str], None]) ->
         raise Unavailable("no CPU target is available: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
 
     try:
-        bulk_path, bulk = _bulk_fn()
-        bulk_reason = None
+        bulk_path, bulk, bulk_reason = BULK_FN, _import(BULK_FN), None
     except Unavailable as e:
         bulk_path, bulk, bulk_reason = None, None, str(e)
 
@@ -366,62 +358,26 @@ def section_throughput(b: Budget, seed_dir: Path, log: Callable[[str], None]) ->
 # Section 2: mutants
 
 
-def _mutants_fn() -> tuple[str, Callable]:
-    return _first(["fuzz.mutants:run_mutants"])
-
-
 #: What a kill costs, three ways: test cases run, tokens pushed, wall seconds (until the first failure).
 KILL_METRICS = ("examples", "steps", "seconds")
-
-
-def _sides(k: Any) -> dict[str, dict[str, Any]]:
-    """One :class:`fuzz.mutants.KillResult` -> {"biased": {...}, "uniform": {...}}."""
-    g = lambda n, d=None: getattr(k, n, d) if not isinstance(k, dict) else k.get(n, d)  # noqa: E731
-    biased = {"killed": bool(g("killed")), "examples": g("examples"), "steps": g("steps"),
-              "seconds": g("seconds"), "examples_run": g("examples_run"), "shrunk": None}
-    if g("killed") and g("ops") is not None:
-        biased["shrunk"] = f"W={g('window')}: {g('ops') or '(no ops)'}"
-    uniform = {"killed": bool(g("baseline_killed")), "examples": g("baseline_examples"),
-               "steps": g("baseline_steps"), "seconds": g("baseline_seconds") if g("baseline_killed") else None,
-               "examples_run": g("baseline_examples_run"), "seconds_run": g("baseline_seconds")}
-    return {"biased": biased, "uniform": uniform}
 
 
 def section_mutants(b: Budget, seed_dir: Path, log: Callable[[str], None]) -> dict[str, Any]:
     """``run_mutants(baseline=True)``: per mutant, the boundary-biased campaign and then the uniform
     baseline under the same budget, side by side; repeated with a different campaign seed each time."""
-    path, run_mutants = _mutants_fn()
+    run_mutants = _import(MUTANTS_FN)
     per: dict[str, dict[str, Any]] = {}
     unavailable: dict[str, str] = {}
-
-    def add(k: Any, biased: list[dict], uniform: list[dict]) -> None:
-        name = str(getattr(k, "name", k))
-        if not getattr(k, "available", True):
-            unavailable[name] = getattr(k, "reason", "unavailable")
-            return
-        e = per.setdefault(name, {"bug_class": getattr(k, "bug_class", None), "kind": getattr(k, "kind", None),
-                                  "reference": getattr(k, "reference", None), "biased": [], "uniform": [],
-                                  "shrunk": None})
-        if e["shrunk"] is None and getattr(k, "killed", False) and getattr(k, "ops", None) is not None:
-            e["shrunk"] = f"W={k.window}: {k.ops or '(no ops)'}"
-        e["biased"] += biased
-        e["uniform"] += uniform
-
     # One call, ``repeats`` campaign seeds: per mutant and seed the biased run, then the baseline.
-    res = _call(run_mutants, baseline=True, mode="both", time_per=b.mutant_s, max_examples=b.mutant_max_examples,
-                seed=0, repeats=b.mutant_repeats, only=list(b.mutant_only) if b.mutant_only else None)
-    if all(getattr(k, "biased_runs", None) is not None for k in res):
-        for k in res:
-            add(k, list(k.biased_runs), list(k.baseline_runs))
-    else:  # an older run_mutants without repeats: one call per seed
-        for rep in range(b.mutant_repeats):
-            if rep:
-                res = _call(run_mutants, baseline=True, mode="both", time_per=b.mutant_s,
-                            max_examples=b.mutant_max_examples, seed=rep,
-                            only=list(b.mutant_only) if b.mutant_only else None)
-            for k in res:
-                sides = _sides(k)
-                add(k, [sides["biased"]], [sides["uniform"]])
+    res = run_mutants(baseline=True, mode="both", time_per=b.mutant_s, max_examples=b.mutant_max_examples,
+                      seed=0, repeats=b.mutant_repeats, only=list(b.mutant_only) if b.mutant_only else None)
+    for k in res:
+        if not k.available:
+            unavailable[k.name] = k.reason
+            continue
+        per[k.name] = {"bug_class": k.bug_class, "kind": k.kind, "reference": k.reference,
+                       "biased": list(k.biased_runs), "uniform": list(k.baseline_runs),
+                       "shrunk": f"W={k.window}: {k.ops or '(no ops)'}" if k.killed and k.ops is not None else None}
     log(f"  mutants: {len(per)} mutants x {b.mutant_repeats} seeds x 2 testers done")
     if not per:
         raise Unavailable("no mutant could be built here: " + "; ".join(f"{k}: {v}" for k, v in unavailable.items()))
@@ -462,7 +418,7 @@ def section_mutants(b: Budget, seed_dir: Path, log: Callable[[str], None]) -> di
         if meds:
             g = math.exp(sum(math.log(x) for x in meds) / len(meds))
             overall[metric] = {"geometric_mean_of_medians": g, "mutants": len(meds)}
-    return {"status": "ok", "function": path, "budget_per_mutant_s": b.mutant_s,
+    return {"status": "ok", "function": MUTANTS_FN, "budget_per_mutant_s": b.mutant_s,
             "max_examples": b.mutant_max_examples, "rows": rows, "ratios": ratios, "overall": overall,
             "unavailable": unavailable,
             "killed_by_biased": sum(all(d["killed"] for d in r["biased"]["repeats"]) for r in rows),
@@ -474,13 +430,8 @@ def section_mutants(b: Budget, seed_dir: Path, log: Callable[[str], None]) -> di
 # Section 3: decode curves
 
 
-def _decode_fn() -> tuple[str, Callable]:
-    return _first(["impl.decoder_bench:measure_decode", "fuzz.decoder_target:measure_decode",
-                   "impl.decoder:measure_decode"])
-
-
 def section_decode(b: Budget, log: Callable[[str], None]) -> dict[str, Any]:
-    path, measure = _decode_fn()
+    measure = _import(DECODE_FN)
     w = b.decode_window
     ts = [max(1, w // 2), w, 4 * w, 16 * w]  # W/2: the cache is still filling
     reps, reps_c, c_status = [], [], "ok"
@@ -494,44 +445,28 @@ def section_decode(b: Budget, log: Callable[[str], None]) -> dict[str, Any]:
             except Exception as e:  # noqa: BLE001
                 c_status, reps_c = f"not available: {type(e).__name__}: {e}", []
         log(f"  decode repeat {rep + 1}/{b.repeats} done")
-    return {"status": "ok", "function": path, "window": w, "ts": ts, "repeats": reps, "repeats_c_backend": reps_c,
+    return {"status": "ok", "function": DECODE_FN, "window": w, "ts": ts, "repeats": reps, "repeats_c_backend": reps_c,
             "c_backend": c_status,
             "config": reps[0].get("config") if reps else None, "steps": b.decode_steps,
             **_summarise_decode(reps, w, ts, reps_c)}
 
 
 def _summarise_decode(reps: list[dict], w: int, ts: list[int], reps_c: list[dict] | None = None) -> dict[str, Any]:
-    """Pull per-t ring / full times and KV bytes out of the helper's dicts (see its docstring)."""
-    def points(r: dict) -> list[dict]:
-        for key in ("points", "rows", "curve", "results"):
-            if isinstance(r.get(key), list):
-                return r[key]
-        return []
-
-    def get(p: dict, *names):
-        for n in names:
-            if p.get(n) is not None:
-                return p[n]
-        return None
-
+    """Per-t ring / full times and KV bytes from :func:`impl.decoder_bench.measure_decode`'s ``points``."""
     curve: dict[int, dict[str, list]] = {}
     for r in reps:
-        for p in points(r):
-            t = get(p, "t", "length", "tokens")
-            if t is None:
-                continue
-            c = curve.setdefault(int(t), {"ring": [], "full": [], "kv": [], "formula": [], "ring_c": []})
-            c["ring"].append(get(p, "ring_s", "ring_per_token_s", "cached_s", "ring"))
-            c["full"].append(get(p, "full_s", "full_per_token_s", "recompute_s", "full"))
-            c["kv"].append(get(p, "kv_bytes", "ring_kv_bytes", "bytes"))
-            f = get(p, "kv_formula_bytes", "formula_bytes", "formula")
+        for p in r["points"]:
+            t = p["t"]
+            c = curve.setdefault(t, {"ring": [], "full": [], "kv": [], "formula": [], "ring_c": []})
+            c["ring"].append(p["ring_s"])
+            c["full"].append(p["full_s"])
+            c["kv"].append(p["kv_bytes"])
             # the helper's formula is for a full window; before t reaches W the cache holds t slots
-            c["formula"].append(None if f is None else f * min(int(t), w) / w)
+            c["formula"].append(p["kv_formula_bytes"] * min(t, w) / w)
     for r in reps_c or []:
-        for p in points(r):
-            t = get(p, "t", "length", "tokens")
-            if t is not None and int(t) in curve:
-                curve[int(t)]["ring_c"].append(get(p, "ring_s", "ring_per_token_s", "cached_s", "ring"))
+        for p in r["points"]:
+            if p["t"] in curve:
+                curve[p["t"]]["ring_c"].append(p["ring_s"])
     rows, ratios = [], []
     for t in sorted(curve):
         c = curve[t]
@@ -578,7 +513,7 @@ def section_gpu(b: Budget, log: Callable[[str], None]) -> dict[str, Any]:
     if not torch.cuda.is_available():
         why = "no CUDA device" if torch.version.cuda else f"torch {torch.__version__} is a CPU-only build"
         raise Unavailable(f"skipped: {why} on this machine (torch.cuda.is_available() is False)")
-    path, measure = _first(["impl.cuda_bench:measure_decode_attention"])
+    measure = _import(GPU_FN)
     reps = []
     for rep in range(b.repeats):
         reps.append(_plain(_call(measure, iters=b.gpu_iters, seed=rep)))
@@ -590,7 +525,7 @@ def section_gpu(b: Budget, log: Callable[[str], None]) -> dict[str, Any]:
             vals = [r[k] for r in reps if isinstance(r.get(k), (int, float))]
             if vals:
                 ratios.append(ratio(vals, k, k, "", key=k))
-    return {"status": "ok", "function": path, "device": torch.cuda.get_device_name(0), "repeats": reps,
+    return {"status": "ok", "function": GPU_FN, "device": torch.cuda.get_device_name(0), "repeats": reps,
             "summary": {k: stats([r.get(k) for r in reps if isinstance(r.get(k), (int, float))])
                         for k in sorted(keys) if any(isinstance(r.get(k), (int, float)) for r in reps)},
             "ratios": ratios}

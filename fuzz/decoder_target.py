@@ -139,6 +139,3 @@ def make_decoder(mutant: str | None = None, backend: str = "torch") -> Target:
         raise KeyError(f"unknown decoder mutant {mutant!r}; known: {', '.join(DECODER_MUTANTS)}")
     m = DECODER_MUTANTS[mutant]
     return DecoderTarget(m.model_cls, m.cache_cls, name=f"decoder~{mutant}", backend=backend)
-
-
-from impl.decoder_bench import measure_decode  # noqa: E402  (re-exported for ``kvwindow bench``)
