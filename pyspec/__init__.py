@@ -15,6 +15,7 @@ from pyspec.spec import (
     in_window,
     sink_window,
     sink_step,
+    sink_run,
     pos_of,
 )
 from pyspec.ring import Ring, slot_of
@@ -30,6 +31,7 @@ __all__ = [
     "in_window",
     "sink_window",
     "sink_step",
+    "sink_run",
     "pos_of",
     "Ring",
     "slot_of",

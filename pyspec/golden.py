@@ -15,6 +15,7 @@ from typing import Any
 
 from pyspec import spec
 from pyspec.ring import ring_run
+from pyspec.spec import sink_run
 
 
 class GoldenCaseError(ValueError):
@@ -93,14 +94,6 @@ def load_cases(path: str | Path) -> list[Case]:
     if not isinstance(doc, dict) or not isinstance(doc.get("cases"), list):
         raise GoldenCaseError(f"{path}: expected an object with a 'cases' list")
     return [_parse(i, raw) for i, raw in enumerate(doc["cases"])]
-
-
-def sink_run(s: int, w: int, hs) -> list:
-    """Lean ``sinkRun s w hs := hs.foldl (sinkStep s w) []``."""
-    c: list = []
-    for x in hs:
-        c = spec.sink_step(s, w, c, x)
-    return c
 
 
 def evaluate(case: Case) -> Any:

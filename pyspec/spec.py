@@ -38,7 +38,7 @@ def last_window(w: int, hs: Sequence[T]) -> list[T]:
 def step(w: int, c: Sequence[T], x: T) -> list[T]:
     """Lean ``KVWindow.step``: append ``x``; if the length now exceeds ``w``, drop the oldest.
 
-    ``let c' := c ++ [x]; if w < c'.length then c'.drop 1 else c'``
+    ``if w < (c ++ [x]).length then (c ++ [x]).drop 1 else c ++ [x]``
     """
     _nat("window", w)
     c2 = list(c) + [x]
@@ -131,3 +131,11 @@ def sink_step(s: int, w: int, c: Sequence[T], x: T) -> list[T]:
     if len(c) < s:
         return c + [x]
     return c[:s] + step(_tsub(w, s), c[s:], x)
+
+
+def sink_run(s: int, w: int, hs: Iterable[T]) -> list[T]:
+    """Lean ``KVWindow.sinkRun s w hs := hs.foldl (sinkStep s w) []``."""
+    c: list[T] = []
+    for x in hs:
+        c = sink_step(s, w, c, x)
+    return c
