@@ -22,7 +22,7 @@ class GoldenCaseError(ValueError):
     """A malformed golden case; the message names its index and what is wrong."""
 
 
-# op -> (Lean expression head, argument names in Lean order, argument kinds)
+# op -> (Lean expression head, argument names in Lean order); LIST_ARGS says which are lists
 OPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "lastWindow": ("lastWindow", ("w", "hs")),
     "step": ("step", ("w", "c", "x")),
@@ -34,7 +34,7 @@ OPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "positionsLastWindow": ("positionsLastWindow", ("w", "n")),
     "inWindow": ("inWindow", ("w", "t", "p")),
 }
-_LIST_ARGS = {"hs", "c", "ys"}
+LIST_ARGS = {"hs", "c", "ys"}  #: arguments that are lists (the rest are naturals)
 
 
 @dataclass(frozen=True)
@@ -64,9 +64,9 @@ def _parse(i: int, raw: Any) -> Case:
         if a not in raw:
             raise GoldenCaseError(f"golden case #{i} ({name!r}): op {op!r} needs argument {a!r}")
         v = raw[a]
-        ok = isinstance(v, list) and all(_nat(x) for x in v) if a in _LIST_ARGS else _nat(v)
+        ok = isinstance(v, list) and all(_nat(x) for x in v) if a in LIST_ARGS else _nat(v)
         if not ok:
-            kind = "a list of naturals" if a in _LIST_ARGS else "a natural number"
+            kind = "a list of naturals" if a in LIST_ARGS else "a natural number"
             raise GoldenCaseError(f"golden case #{i} ({name!r}): {a!r} must be {kind}, got {v!r}")
         args[a] = v
     if "expect" not in raw:
