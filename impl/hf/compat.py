@@ -69,11 +69,3 @@ def info() -> HFInfo:
     params = inspect.signature(mm.MistralForCausalLM.forward).parameters
     cache_kwarg = "cache" if "cache" in params else "past_key_values"
     return HFInfo(tf.__version__, torch.__version__, api, cache_kwarg, "cache_position" in params)
-
-
-def version_tuple(v: str) -> tuple[int, ...]:
-    out = []
-    for part in v.split(".")[:3]:
-        digits = "".join(ch for ch in part if ch.isdigit())
-        out.append(int(digits) if digits else 0)
-    return tuple(out)
