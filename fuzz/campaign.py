@@ -115,11 +115,16 @@ class TargetResult:
                 interrupted=d.get("interrupted", False), workers=d.get("workers", 1),
                 campaign_seed=d.get("campaign_seed"))
         r.failures = [Failure(**f) for f in d.get("failures", [])]
-        if r.failures:
-            f = r.failures[0]
-            r.failure, r.seed_id, r.seed_path, r.replay = f.error, f.seed_id, f.seed_path, f.replay
-            r.fail_window, r.fail_ops = f.window, f.ops
+        r.adopt_first_failure()
         return r
+
+    def adopt_first_failure(self) -> None:
+        """Fill the flat fields (``failure``, ``seed_id``, ... ``fail_ops``) from ``failures[0]``:
+        what a result rebuilt from JSON or merged from workers shows as its failure."""
+        if self.failures:
+            f = self.failures[0]
+            self.failure, self.seed_id, self.seed_path, self.replay = f.error, f.seed_id, f.seed_path, f.replay
+            self.fail_window, self.fail_ops = f.window, f.ops
 
 
 def fuzz_target(

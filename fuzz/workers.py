@@ -153,10 +153,7 @@ def merge(name: str, parts: list[TargetResult]) -> TargetResult:
         if p.examples_to_fail is not None and m.examples_to_fail is None:
             m.examples_to_fail, m.seconds_to_fail = p.examples_to_fail, p.seconds_to_fail
     m.done = all(p.done for p in parts) and bool(parts)
-    if m.failures:
-        f = m.failures[0]
-        m.failure, m.seed_id, m.seed_path, m.replay = f.error, f.seed_id, f.seed_path, f.replay
-        m.fail_window, m.fail_ops = f.window, f.ops
+    m.adopt_first_failure()
     return m
 
 
