@@ -311,7 +311,8 @@ DECODER_REFS = {
 
 
 def _decoder_mutants() -> list[Mutant]:
-    """List :mod:`impl.mutants.decoder_mutants` (its own engineer writes it) when it imports here."""
+    """The decoder mutants of :mod:`impl.mutants.decoder_mutants`; where it cannot import (no torch),
+    one placeholder whose build raises :class:`MutantUnavailable` with the reason."""
     try:
         mod = importlib.import_module("impl.mutants.decoder_mutants")
     except ImportError as e:
@@ -322,15 +323,11 @@ def _decoder_mutants() -> list[Mutant]:
 
         return [Mutant("decoder-*", "decoder", "", reason, "decoder", unavailable)]
     out = []
-    for name, dm in getattr(mod, "DECODER_MUTANTS", {}).items():
+    for name, dm in mod.DECODER_MUTANTS.items():
         def build(dm=dm) -> Any:
             return dm
 
-        try:
-            doc = dm.doc
-        except Exception:  # noqa: BLE001
-            doc = ""
-        out.append(Mutant(f"decoder-{name}", dm.bug_class, DECODER_REFS.get(name, ""), doc, "decoder", build))
+        out.append(Mutant(f"decoder-{name}", dm.bug_class, DECODER_REFS.get(name, ""), dm.doc, "decoder", build))
     return out
 
 
