@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, example, given, seed as hy
 from hypothesis.database import ExampleDatabase
 
 from fuzz import seeds as seedstore
-from fuzz.ops import PHASES, Chunk, Push, Reset, format_ops, ops_to_json
+from fuzz.ops import PHASES, Chunk, Push, Reset, format_ops
 from fuzz.strategies import boundary_tours, cases
 from fuzz.targets import Target
 
@@ -326,7 +326,3 @@ def _record_failure(res: TargetResult, target: Target, error: BaseException, cas
     res.failure = msg + f"\n  case: window={window} ops: {text or '(none)'}"
     res.seed_id, res.seed_path, res.replay = fail.seed_id, fail.seed_path, fail.replay
     res.fail_window, res.fail_ops = window, text
-
-
-def case_json(window: int, ops) -> dict[str, Any]:
-    return {"window": window, "ops": ops_to_json(ops)}

@@ -211,7 +211,6 @@ def run_mutants(
     seed: int | None = 0,
     window_max: int = 16,
     seeds_dir=None,
-    seed_dir=None,
     mode: str | None = None,
     repeats: int = 1,
     mutants: list[Mutant] | None = None,
@@ -228,12 +227,10 @@ def run_mutants(
     ``baseline_*``). Repeat ``i`` uses campaign seed ``seed + i`` for both
     testers; the main and ``baseline_*`` fields are repeat 0, every repeat is in
     ``biased_runs`` / ``baseline_runs``. Only repeat 0 of the main tester shrinks
-    (its shrunk case is the reported seed) and may save a seed. ``seed_dir`` is
-    an alias of ``seeds_dir``. ``on_run(mutant, tester, record)`` is called after
-    each single campaign. Unavailable mutants (no C ring, no torch) are reported
+    (its shrunk case is the reported seed) and may save a seed (in ``seeds_dir``, when given).
+    ``on_run(mutant, tester, record)`` is called after each single campaign. Unavailable mutants (no C ring, no torch) are reported
     with the reason, not skipped silently.
     """
-    seeds_dir = seeds_dir if seeds_dir is not None else seed_dir
     mode = mode or ("both" if baseline else "biased")
     if mode not in ("biased", "uniform", "both"):
         raise ValueError(f"mode must be biased, uniform or both, got {mode!r}")
