@@ -19,6 +19,7 @@ from typing import Iterable
 
 import numpy as np
 
+from fuzz.ops import payloads as ops_payloads
 from pyspec.bulk import PAD, window_positions
 
 K1 = np.uint64(0x9E3779B97F4A7C15)
@@ -30,13 +31,9 @@ class BulkMismatch(AssertionError):
 
 
 def payloads(epoch: int, first: int, n: int, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """``float32[n, width]`` keys and values of positions ``first .. first+n-1``: row ``i`` equals
-    ``fuzz.ops.payload(epoch, first + i, width)``."""
-    pos = np.arange(first, first + n, dtype=np.int64)[:, None]
-    j = np.arange(width, dtype=np.int64)[None, :]
-    base = (pos * 131 + (epoch * 1_000_003 + j * 7)) & 4_194_303  # == % 2**22 (all terms >= 0)
-    keys = base.astype(np.float32)
-    return keys, np.negative(keys) - np.float32(1)
+    """``float32[n, width]`` keys and values of positions ``first .. first+n-1``:
+    :func:`fuzz.ops.payloads` over a range, so a bulk failure replays as an ordinary op list."""
+    return ops_payloads(epoch, np.arange(first, first + n, dtype=np.int64), width)
 
 
 def entry_hashes(keys: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -137,18 +137,25 @@ def parse_ops(text: str) -> list[Op]:
 # Payloads: deterministic, distinct per (stream epoch, position), exact in float32
 
 
-def payload(epoch: int, pos: int, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """The key and value pushed for ``pos`` in stream ``epoch``.
+def payloads(epoch: int, positions: Any, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """``float32[n, width]`` keys and values pushed for ``positions`` in stream ``epoch``.
 
     Integers below 2**23 are exact in float32, so every implementation
     round-trips them bit-for-bit; the epoch term makes a stale entry left
     over from before a reset distinguishable from a fresh one at the same position.
+    One vectorized call per op keeps the oracle off the fuzz loop's profile at large W.
     """
-    j = np.arange(width, dtype=np.int64)
-    base = (pos * 131 + epoch * 1_000_003 + j * 7) % 4_194_304
-    key = base.astype(np.float32)
-    value = (-1 - base).astype(np.float32)
-    return key, value
+    pos = np.asarray(positions, dtype=np.int64).reshape(-1, 1)
+    j = np.arange(width, dtype=np.int64)[None, :]
+    base = (pos * 131 + (epoch * 1_000_003 + j * 7)) & 4_194_303  # == % 2**22: every term >= 0
+    keys = base.astype(np.float32)
+    return keys, np.negative(keys) - np.float32(1)
+
+
+def payload(epoch: int, pos: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The key and value of one position: row 0 of :func:`payloads`."""
+    keys, values = payloads(epoch, [pos], width)
+    return keys[0], values[0]
 
 
 # ---------------------------------------------------------------------------
@@ -203,7 +210,7 @@ class SpecStream:
 
     def new_entries(self, k: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
         """The next ``k`` entries of the stream (not yet applied)."""
-        return [(p, *payload(self.epoch, p, self.width)) for p in range(self.n, self.n + k)]
+        return self._entries(range(self.n, self.n + k))
 
     def apply(self, op: Op) -> set[str]:
         """Advance the oracle by ``op``; returns the phases it exercised."""
@@ -219,4 +226,9 @@ class SpecStream:
 
     def expected(self) -> list[tuple[int, np.ndarray, np.ndarray]]:
         """``lastWindow W history`` as ``(pos, key, value)`` entries in logical order."""
-        return [(p, *payload(self.epoch, p, self.width)) for p in self.cache]
+        return self._entries(self.cache)
+
+    def _entries(self, positions) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        positions = list(positions)
+        keys, values = payloads(self.epoch, positions, self.width)
+        return list(zip(positions, keys, values))
