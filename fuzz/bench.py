@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import inspect
 import json
 import math
 import os
@@ -128,17 +127,6 @@ def _import(path: str) -> Any:
     if obj is None:
         raise Unavailable(f"{mod} has no {attr}")
     return obj
-
-
-def _call(fn: Callable, **kwargs) -> Any:
-    """Call ``fn`` with the keyword arguments it accepts (the helpers' signatures vary a little)."""
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return fn(**kwargs)
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return fn(**kwargs)
-    return fn(**{k: v for k, v in kwargs.items() if k in params})
 
 
 def _plain(x: Any) -> Any:
@@ -250,8 +238,8 @@ def measure_stateful(target, window: int, seconds: float, seed: int, seed_dir: P
     from fuzz.campaign import fuzz_target
 
     strat = _fixed_window_cases(window, getattr(target, "max_tokens", None))
-    r = _call(fuzz_target, target=target, seconds=seconds, window_max=window, seed=seed, database=None,
-              seed_dir=seed_dir, strategy=strat, save_seed=False)
+    r = fuzz_target(target, seconds=seconds, window_max=window, seed=seed, database=None,
+                    seed_dir=seed_dir, strategy=strat, save_seed=False)
     if r.failure:
         raise RuntimeError(f"{target.name} failed during the benchmark: {r.failure.splitlines()[0]}")
     return {"examples": r.examples, "steps": r.steps, "seconds": r.seconds,
@@ -297,7 +285,7 @@ def section_throughput(b: Budget, seed_dir: Path, log: Callable[[str], None]) ->
         measure_stateful(t, min(b.windows), min(0.3, b.stateful_s), seed=0, seed_dir=seed_dir)
     if bulk is not None:
         try:
-            _call(bulk, w=min(b.windows), n=min(1000, b.bulk_n), width=b.bulk_width)
+            bulk(w=min(b.windows), n=min(1000, b.bulk_n), width=b.bulk_width)
         except Exception as e:  # noqa: BLE001
             bulk, bulk_reason = None, f"{bulk_path} raised {type(e).__name__}: {e}"
 
@@ -318,7 +306,7 @@ def section_throughput(b: Budget, seed_dir: Path, log: Callable[[str], None]) ->
                 raw.setdefault((name, "stateful", w), []).append(m)
             if bulk is not None:
                 try:
-                    r = _plain(_call(bulk, w=w, n=b.bulk_n, width=b.bulk_width, seed=rep))
+                    r = _plain(bulk(w=w, n=b.bulk_n, width=b.bulk_width))  # deterministic: repeats vary only in time
                 except Exception as e:  # noqa: BLE001
                     bulk, bulk_reason = None, f"{bulk_path} raised {type(e).__name__}: {e}"
                 else:
@@ -436,12 +424,12 @@ def section_decode(b: Budget, log: Callable[[str], None]) -> dict[str, Any]:
     ts = [max(1, w // 2), w, 4 * w, 16 * w]  # W/2: the cache is still filling
     reps, reps_c, c_status = [], [], "ok"
     for rep in range(b.repeats):
-        r = _plain(_call(measure, window=w, ts=ts, steps=b.decode_steps, seed=rep, repeats=3, backend="torch"))
+        r = _plain(measure(window=w, ts=ts, steps=b.decode_steps, seed=rep, repeats=3, backend="torch"))
         reps.append(r)
         if c_status == "ok":  # the same decode with the cache stored in the C ring (impl.ring.CRing)
             try:
-                reps_c.append(_plain(_call(measure, window=w, ts=ts, steps=b.decode_steps, seed=rep, repeats=3,
-                                           backend="c", full=False)))
+                reps_c.append(_plain(measure(window=w, ts=ts, steps=b.decode_steps, seed=rep, repeats=3,
+                                             backend="c", full=False)))
             except Exception as e:  # noqa: BLE001
                 c_status, reps_c = f"not available: {type(e).__name__}: {e}", []
         log(f"  decode repeat {rep + 1}/{b.repeats} done")
@@ -516,7 +504,7 @@ def section_gpu(b: Budget, log: Callable[[str], None]) -> dict[str, Any]:
     measure = _import(GPU_FN)
     reps = []
     for rep in range(b.repeats):
-        reps.append(_plain(_call(measure, iters=b.gpu_iters, seed=rep)))
+        reps.append(_plain(measure(iters=b.gpu_iters, seed=rep)))
         log(f"  gpu repeat {rep + 1}/{b.repeats} done")
     ratios = []
     keys = set().union(*(r.keys() for r in reps)) if reps else set()

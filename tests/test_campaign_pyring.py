@@ -4,7 +4,6 @@ import json
 
 from fuzz import campaign, seeds
 from fuzz.cli import main
-from fuzz.ops import Push
 from fuzz.registry import make_pyring
 from fuzz.targets import CacheTarget, PyRing
 

@@ -7,12 +7,10 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
-from fuzz import seeds
 from fuzz.cli import main
 from fuzz.ops import PHASES
 
