@@ -11,12 +11,12 @@ import argparse
 import importlib
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 from fuzz import registry
+from fuzz.machine import machine_info
 from fuzz import seeds as seedstore
 from fuzz.ops import OpError, format_ops, parse_ops
 
@@ -49,23 +49,6 @@ def _list_targets() -> int:
     print("c:PATH.so      cpu  any library implementing csrc/ringkv.h")
     print("py:MOD:CLASS   cpu  any class implementing the Python target protocol (DESIGN §4)")
     return 0
-
-
-def machine_info() -> dict:
-    info = {"host": platform.node(), "platform": platform.platform(), "python": platform.python_version(),
-            "cpus": os.cpu_count(), "pid": os.getpid()}
-    for mod in ("hypothesis", "numpy", "torch", "cffi", "rich"):
-        try:
-            info[mod] = importlib.import_module(mod).__version__
-        except Exception:  # noqa: BLE001 - optional
-            pass
-    try:
-        from importlib.metadata import version
-
-        info["kvwindow"] = version("kvwindow")
-    except Exception:  # noqa: BLE001
-        pass
-    return info
 
 
 def _cmd_fuzz(args) -> int:

@@ -59,7 +59,7 @@ def test_report_and_plain_progress(tmp_path, capsys, monkeypatch):
         assert t["examples"] > 0 and t["steps"] > 0 and t["examples_per_s"] > 0 and t["steps_per_s"] > 0
         assert set(t["phases"]) == set(PHASES)
         assert "versions" in t
-    assert doc["machine"]["cpus"] and doc["machine"]["python"]
+    assert doc["machine"]["usable_cores"] >= 1 and doc["machine"]["versions"]["python"]
 
 
 def test_failure_prints_replay_command_and_saves_seed(tmp_path, capsys):
