@@ -150,8 +150,10 @@ def merge(name: str, parts: list[TargetResult]) -> TargetResult:
             if key not in seen:
                 seen.add(key)
                 m.failures.append(f)
-        if p.examples_to_fail is not None and m.examples_to_fail is None:
-            m.examples_to_fail, m.seconds_to_fail = p.examples_to_fail, p.seconds_to_fail
+    first = min((p for p in parts if p.seconds_to_fail is not None), key=lambda p: p.seconds_to_fail, default=None)
+    if first is not None:  # the worker that failed first
+        m.examples_to_fail, m.seconds_to_fail, m.steps_to_fail = \
+            first.examples_to_fail, first.seconds_to_fail, first.steps_to_fail
     m.done = all(p.done for p in parts) and bool(parts)
     m.adopt_first_failure()
     return m
