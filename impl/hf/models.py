@@ -144,8 +144,7 @@ class TinyModels:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             out = model(**kw)
-        new_cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
-        return out.logits[0].to(torch.float64), new_cache
+        return out.logits[0].to(torch.float64), self._cache_of(out)
 
     def generate(self, model, history: list[int], cache, g: int):
         ids = torch.tensor([history], dtype=torch.long)
@@ -153,13 +152,17 @@ class TinyModels:
                                   min_new_tokens=g, do_sample=False, output_logits=True,
                                   return_dict_in_generate=True)
         if cache is not None:
-            kw["past_key_values"] = cache
+            kw[self.info.cache_kwarg] = cache
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             out = model.generate(**kw)
         new = out.sequences[0, len(history):].tolist()
         logits = torch.cat([l.to(torch.float64) for l in out.logits], dim=0)
-        return new, logits, out.past_key_values
+        return new, logits, self._cache_of(out)
+
+    def _cache_of(self, out):
+        """The cache an output carries, under the name this release uses (5.x warns on the old one)."""
+        return getattr(out, self.info.cache_kwarg)
 
     def stored_keys(self, cache) -> dict[int, torch.Tensor]:
         """Sliding layers' stored keys ``[KVH, rows, D]`` by layer index."""
