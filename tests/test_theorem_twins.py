@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import sys
 from typing import Any, Callable, Iterable, Optional
+
+import pytest
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -374,9 +377,57 @@ def _exhaustive(name: str, d: Defs) -> Optional[tuple]:
 
 
 def _twin(name: str) -> None:
-    """Exhaustive positive check, then the same checker against the mutant must fail."""
+    """Exhaustive positive check, Hypothesis beyond that scope, then the same checker
+    against the mutant must fail."""
     assert _exhaustive(name, PY) is None, f"{name}: pyspec counterexample {_exhaustive(name, PY)}"
+    _beyond(name)
     assert _exhaustive(name, TWINS[name][2]) is not None, f"{name}: the checker cannot tell a wrong definition"
+
+
+# --------------------------------------------------------------------------- beyond the small scope
+
+_BIG_W = st.integers(min_value=0, max_value=40)
+# Lengths drawn first, so long histories (past every window) are as common as short ones.
+_LETTERS = st.integers(0, 120).flatmap(lambda n: st.lists(st.integers(0, 5), min_size=n, max_size=n))
+BEYOND = settings(max_examples=40, deadline=None)
+
+
+def _history_beyond(name: str, w: int, hs: list) -> None:
+    check, windows, _ = TWINS[name]
+    if min(windows) >= 1 and w < 1:
+        w = 1
+    if name == "pushChunk_correct":  # its checker enumerates chunks up to MAX_LEN; split instead
+        k = len(hs) // 2
+        assert spec.push_chunk(w, spec.last_window(w, hs[:k]), hs[k:]) == spec.last_window(w, hs)
+        return
+    assert check(PY, w, hs), (name, w, hs)
+
+
+def _ring_state_beyond(name: str, w: int, head: int, size: int, fill: list, x: int) -> None:
+    r = Ring(w, tuple(fill[:w]), head % w, min(size, w))
+    if not Ring.wf(r):
+        return
+    if name == "push_simulates_step":
+        assert r.push(x).to_list() == spec.step(r.w, r.to_list(), x)
+    else:
+        assert Ring.wf(r.push(x))
+
+
+def _beyond(name: str) -> None:
+    """The same statement with Hypothesis, past the exhaustive scope (windows to 40, histories to 120)."""
+    if name in _STATE_ONLY:
+        @BEYOND
+        @given(w=st.integers(1, 12), head=st.integers(0, 11), size=st.integers(0, 12),
+               fill=st.lists(st.one_of(st.none(), st.integers(0, 9)), min_size=12, max_size=12),
+               x=st.integers(0, 9))
+        def run(w, head, size, fill, x):
+            _ring_state_beyond(name, w, head, size, fill, x)
+    else:
+        @BEYOND
+        @given(w=_BIG_W, hs=_LETTERS)
+        def run(w, hs):
+            _history_beyond(name, w, hs)
+    run()
 
 
 # --------------------------------------------------------------------------- one test per theorem
@@ -454,41 +505,20 @@ def test_sinkRun_correct():
     _twin("sinkRun_correct")
 
 
-# --------------------------------------------------------------------------- beyond the small scope
-
-_BIG_W = st.integers(min_value=0, max_value=40)
-_LETTERS = st.lists(st.integers(min_value=0, max_value=5), max_size=120)
-_HISTORY_TWINS = sorted(set(TWINS) - _STATE_ONLY)
-
-
-@settings(max_examples=40)
-@given(name=st.sampled_from(_HISTORY_TWINS), w=_BIG_W, hs=_LETTERS)
-def test_history_twins_beyond_scope(name, w, hs):
-    check, windows, _ = TWINS[name]
-    if min(windows) >= 1 and w < 1:
-        w = 1
-    if name == "pushChunk_correct":  # its checker enumerates chunks up to MAX_LEN; split instead
-        k = len(hs) // 2
-        assert spec.push_chunk(w, spec.last_window(w, hs[:k]), hs[k:]) == spec.last_window(w, hs)
-        return
-    assert check(PY, w, hs), (name, w, hs)
-
-
-@settings(max_examples=40)
-@given(
-    w=st.integers(min_value=1, max_value=12),
-    head=st.integers(min_value=0, max_value=11),
-    size=st.integers(min_value=0, max_value=12),
-    fill=st.lists(st.one_of(st.none(), st.integers(0, 9)), min_size=12, max_size=12),
-    x=st.integers(0, 9),
-)
-def test_ring_state_twins_beyond_scope(w, head, size, fill, x):
-    r = Ring(w, tuple(fill[:w]), head % w, min(size, w))
-    if Ring.wf(r):
-        assert r.push(x).to_list() == spec.step(r.w, r.to_list(), x)  # push_simulates_step
-        assert Ring.wf(r.push(x))  # push_preserves_wf
-
-
 def test_every_twin_has_a_test_function():
     names = {n[len("test_"):] for n in globals() if n.startswith("test_")}
     assert set(TWINS) <= names
+
+
+def test_beyond_scope_catches_what_the_exhaustive_scope_cannot(monkeypatch):
+    """A window edge that breaks only for W > 8 passes every exhaustive check (W <= 6) —
+    the Hypothesis half of the twin is what catches it."""
+    def last_window_wide_bug(w, hs):
+        hs = list(hs)
+        return hs[max(0, len(hs) - w - (1 if w > 8 else 0)):]
+
+    wrong = dataclasses.replace(PY, last_window=last_window_wide_bug)
+    assert _exhaustive("lastWindow_length", wrong) is None
+    monkeypatch.setattr(sys.modules[__name__], "PY", wrong)
+    with pytest.raises(AssertionError):
+        _beyond("lastWindow_length")
