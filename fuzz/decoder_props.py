@@ -20,16 +20,15 @@ any ``model_cls``/``cache_cls`` pair, which is how the negative controls in
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import torch
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import pyspec
-from impl.decoder import Decoder, DecoderConfig, FullOutput, RingKVCache
+from impl.decoder import Decoder, DecoderConfig, FullOutput, RingKVCache, torch_threads
 
 
 @dataclass(frozen=True)
@@ -50,24 +49,6 @@ TOLERANCES: dict[torch.dtype, Tolerance] = {
     torch.float64: Tolerance(logits=1e-10, kv=1e-10),
     torch.float32: Tolerance(logits=1e-4, kv=1e-4),
 }
-
-
-@contextlib.contextmanager
-def torch_threads(n: int | None = 1) -> Iterator[None]:
-    """Run with ``n`` torch intra-op threads, restoring the old count afterwards.
-
-    The models here are tiny: extra threads only spin, and on a loaded 2-core
-    machine they make a case 5-10x slower. ``None`` leaves the setting alone.
-    """
-    if n is None:
-        yield
-        return
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 def tolerance(dtype: torch.dtype) -> Tolerance:

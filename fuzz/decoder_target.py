@@ -24,7 +24,8 @@ from typing import Any, Sequence
 
 import torch
 
-from fuzz.decoder_props import check_cache, check_logits, torch_threads
+from fuzz.decoder_props import check_cache, check_logits
+from impl.decoder import torch_threads
 from fuzz.ops import Op, Reset, SpecStream, streams
 from fuzz.targets import Mismatch, RunStats, Target, TargetUnavailable
 from impl.decoder import Decoder, DecoderConfig, RingKVCache

@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from fuzz import hf_conventions
-from fuzz.decoder_props import torch_threads
+from impl.decoder import torch_threads
 from fuzz.hf_targets import HFTarget
 from fuzz.ops import Chunk, Op, Push, SpecStream, format_ops, streams
 from fuzz.targets import Mismatch, RunStats, Target

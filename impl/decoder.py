@@ -37,9 +37,10 @@ Conventions (DESIGN §1; the Hugging Face reference forwards reuse them):
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -51,8 +52,27 @@ __all__ = [
     "BackendUnavailable",
     "resolve_windows", "rms_norm", "rope_inv_freq", "rope_cos_sin", "rotate_half", "apply_rope",
     "window_mask", "repeat_kv", "attend", "softcap", "silu_mlp",
-    "split_f64_to_f32", "join_f32_to_f64",
+    "split_f64_to_f32", "join_f32_to_f64", "torch_threads",
 ]
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None = 1) -> Iterator[None]:
+    """Run with ``n`` torch intra-op threads, restoring the old count afterwards.
+
+    The models here are tiny: extra threads only spin, and on a loaded 2-core
+    machine they make a case 5-10x slower. ``None`` leaves the setting alone.
+    """
+    if n is None:
+        yield
+        return
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import torch
 
-from impl.decoder import Decoder, DecoderConfig
+from impl.decoder import Decoder, DecoderConfig, torch_threads
 
 #: The benchmark model: every layer slides with window W (set per call).
 BENCH_CONFIG = DecoderConfig(vocab=256, d_model=64, layers=2, n_heads=4, n_kv_heads=2, head_dim=16,
@@ -55,13 +55,8 @@ def measure_decode(window: int = 64, ts: Sequence[int] | None = None, steps: int
     "kv_bytes", "kv_formula_bytes"}...], "ring_ratio_last_over_first",
     "full_ratio_last_over_first", "ring_goal", "ring_goal_met", "kv_matches_formula"}``.
     """
-    old_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         return _measure(window, ts, steps, seed, repeats, device, dtype, config, full, backend)
-    finally:
-        torch.set_num_threads(old_threads)
 
 
 def _measure(window, ts, steps, seed, repeats, device, dtype, config, full, backend) -> dict[str, Any]:

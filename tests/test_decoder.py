@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import pyspec
-from fuzz.decoder_props import check_cache, check_greedy, check_stream, expected_positions, torch_threads
+from fuzz.decoder_props import check_cache, check_greedy, check_stream, expected_positions
+from impl.decoder import torch_threads
 from fuzz.decoder_target import TARGET_CONFIG, DecoderTarget, make_decoder, token_of
 from fuzz.ops import Chunk, Push, Reset
 from fuzz.targets import PyRing
