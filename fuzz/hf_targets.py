@@ -26,7 +26,7 @@ from hypothesis.control import currently_in_test_context
 
 from fuzz import hf_conventions
 from fuzz.hf_findings import Finding, known_hit
-from fuzz.ops import Op, Reset, SpecStream
+from fuzz.ops import PAYLOAD_WIDTH, Op, Reset, SpecStream
 from fuzz.targets import Mismatch, RunStats, Target, TargetUnavailable
 
 
@@ -86,7 +86,7 @@ class HFCacheTarget(HFTarget):
     max_tokens = 200
 
     def __init__(self, cache_kind: str, *, strict: bool = False, window_shift: int = 0,
-                 layer_class: Optional[type] = None, name: Optional[str] = None, width: int = 4):
+                 layer_class: Optional[type] = None, name: Optional[str] = None, width: int = PAYLOAD_WIDTH):
         self.info = _hf()
         self.cache_kind, self.strict, self.window_shift = cache_kind, strict, window_shift
         self.finding_kind = cache_kind

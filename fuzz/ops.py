@@ -137,6 +137,11 @@ def parse_ops(text: str) -> list[Op]:
 # Payloads: deterministic, distinct per (stream epoch, position), exact in float32
 
 
+#: Floats per key and per value in every cache-level target (small: the check is about
+#: which entries a cache holds, and a wider payload only slows the oracle down).
+PAYLOAD_WIDTH = 4
+
+
 def payloads(epoch: int, positions: Any, width: int) -> tuple[np.ndarray, np.ndarray]:
     """``float32[n, width]`` keys and values pushed for ``positions`` in stream ``epoch``.
 
@@ -198,7 +203,7 @@ class SpecStream:
     """
 
     window: int
-    width: int = 4
+    width: int = PAYLOAD_WIDTH
     epoch: int = 0
     n: int = 0
     cache: list[int] = field(default_factory=list)

@@ -15,14 +15,13 @@ from typing import Callable
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from fuzz.ops import Chunk, Push, Reset, SpecStream
+from fuzz.ops import PAYLOAD_WIDTH, Chunk, Push, Reset, SpecStream
 from fuzz.strategies import chunk_sizes, windows
 from fuzz.targets import compare_contents
 
-WIDTH = 4
 
 
-def ring_machine(factory: Callable[[], object], *, width: int = WIDTH,
+def ring_machine(factory: Callable[[], object], *, width: int = PAYLOAD_WIDTH,
                  window_max: int = 16) -> type[RuleBasedStateMachine]:
     """A state machine class driving caches built by ``factory`` (``CRing`` or any
     ringkv backend), checked against :class:`fuzz.ops.SpecStream`."""
@@ -88,6 +87,6 @@ def ring_c_machine() -> type[RuleBasedStateMachine]:
     from impl.ring import CRing
 
     def ring_c() -> CRing:
-        return CRing(WIDTH)
+        return CRing(PAYLOAD_WIDTH)
 
     return ring_machine(ring_c)

@@ -10,10 +10,8 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from fuzz.ops import PAYLOAD_WIDTH
 from fuzz.targets import CacheTarget, Target, TargetUnavailable
-
-#: Payload width the campaign pushes (``SpecStream`` default).
-WIDTH = 4
 
 
 def make_ring_c() -> Target:
@@ -25,7 +23,7 @@ def make_ring_c() -> Target:
     except ImportError as e:
         raise TargetUnavailable(f"the C ring module impl._ringkv is not built ({e}); "
                                 "reinstall with a C compiler: pip install -e .") from e
-    return CacheTarget("ring-c", functools.partial(CRing, WIDTH), width=WIDTH)
+    return CacheTarget("ring-c", functools.partial(CRing, PAYLOAD_WIDTH), width=PAYLOAD_WIDTH)
 
 
 def make_c_library(path: str) -> Target:
@@ -50,7 +48,7 @@ def make_c_library(path: str) -> Target:
         backend = load_library(where)
     except LibraryError as e:
         raise TargetError(f"c:{path}: {e}") from e
-    return CacheTarget(f"c:{path}", functools.partial(CRing, WIDTH, backend=backend), width=WIDTH)
+    return CacheTarget(f"c:{path}", functools.partial(CRing, PAYLOAD_WIDTH, backend=backend), width=PAYLOAD_WIDTH)
 
 
 CSRC = Path(__file__).resolve().parent.parent / "csrc"

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 import pyspec
-from fuzz.ops import Op, Push, Reset, SpecStream, format_ops
+from fuzz.ops import PAYLOAD_WIDTH, Op, Push, Reset, SpecStream, format_ops
 
 PROTOCOL_METHODS = ("reset", "push", "push_chunk", "contents")
 
@@ -133,7 +133,7 @@ class CacheTarget(Target):
     """Fuzz any Python-protocol cache: every op is applied to it and to :class:`SpecStream`,
     and ``contents()`` must equal ``lastWindow W history`` after each one."""
 
-    def __init__(self, name: str, factory: Callable[[], Any], *, width: int = 4,
+    def __init__(self, name: str, factory: Callable[[], Any], *, width: int = PAYLOAD_WIDTH,
                  max_window: int | None = None, atol: float = 0.0):
         self.name, self.factory, self.width = name, factory, width
         self.max_window, self.atol = max_window, atol
