@@ -28,7 +28,7 @@ from hypothesis.database import ExampleDatabase
 from fuzz import seeds as seedstore
 from fuzz.ops import PHASES, Chunk, Push, Reset, format_ops
 from fuzz.strategies import boundary_tours, cases
-from fuzz.targets import Target
+from fuzz.targets.base import Target
 
 BATCH = 100
 

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from fuzz import registry
+from fuzz.targets import registry
 from fuzz.machine import machine_info
 from fuzz import seeds as seedstore
 from fuzz.ops import OpError, format_ops, parse_ops
@@ -234,7 +234,7 @@ def _cmd_seeds(args) -> int:
 
 
 def _cmd_mutants(args) -> int:
-    from fuzz.mutants import run_mutants, select
+    from fuzz.killtable import print_kill_table, run_mutants, select
 
     try:
         chosen = select(args.only)
@@ -268,83 +268,11 @@ def _cmd_mutants(args) -> int:
     results = run_mutants(time_per=args.time_per, max_examples=args.max_examples, baseline=args.baseline,
                           seed=args.seed, window_max=args.window_max, seeds_dir=args.save_seeds,
                           repeats=repeats, mutants=chosen, on_result=progress)
-    kill_table(console, results, args.baseline)
+    print_kill_table(console, results, args.baseline)
     if args.json:
         seedstore.atomic_write_json(Path(args.json), [k.to_json() for k in results])
     available = [k for k in results if k.available]
     return 0 if available and all(k.killed_every_repeat for k in available) else 1
-
-
-def _bound(stats: dict, key: str) -> str:
-    v = stats[key]
-    if v is None:
-        return ""
-    text = f"{v:g}" if isinstance(v, float) else str(v)
-    return (">" if stats[f"{key}_lower_bound"] else "") + text
-
-
-def _spread(stats: dict) -> str:
-    """``median (min-max)``; survivors show as ``>N`` (the budget they spent)."""
-    return f"{_bound(stats, 'median')} ({_bound(stats, 'min')}-{_bound(stats, 'max')})"
-
-
-def _ratio_text(r) -> str:
-    if r is None:
-        return ""
-    return ("≥" if r["lower_bound"] else "") + f"{r['value']:.1f}x"
-
-
-def kill_table(console, results, baseline: bool) -> None:
-    from rich.table import Table
-
-    avail = [k for k in results if k.available]
-    repeats = max((len(k.biased_runs) for k in avail), default=1)
-    t = Table(title="mutant kill table", title_justify="left")
-    t.add_column("mutant")
-    t.add_column("class")
-    t.add_column("killed")
-    if repeats == 1 and not baseline:
-        for col in ("examples", "steps", "seconds"):
-            t.add_column(col, justify="right")
-    else:
-        t.add_column("examples med (min-max)", justify="right")
-        t.add_column("tokens med (min-max)", justify="right")
-    if baseline:
-        t.add_column("uniform killed")
-        t.add_column("uniform ex med (min-max)", justify="right")
-        t.add_column("uniform tokens med (min-max)", justify="right")
-        t.add_column("ex ratio", justify="right")
-        t.add_column("tokens ratio", justify="right")
-    t.add_column("shrunk seed")
-    for k in results:
-        if not k.available:
-            t.add_row(k.name, k.bug_class, "n/a", *([""] * (len(t.columns) - 4)), k.reason[:60])
-            continue
-        b = k.biased_summary()
-        kills = f"{b['kills']}/{b['runs']}"
-        kills = f"[green]{kills}[/]" if b["kills"] == b["runs"] else f"[bold red]{kills}[/]"
-        row = [k.name, k.bug_class, kills]
-        if repeats == 1 and not baseline:
-            row += [str(k.examples) if k.killed else f">{k.examples_run}", str(k.steps or ""),
-                    f"{k.seconds:.3f}" if k.seconds is not None else ""]
-        else:
-            row += [_spread(b["examples"]), _spread(b["steps"])]
-        if baseline:
-            u = k.baseline_summary()
-            ratios = k.median_ratios()
-            row += [f"{u['kills']}/{u['runs']}", _spread(u["examples"]), _spread(u["steps"]),
-                    _ratio_text(ratios.get("examples")), _ratio_text(ratios.get("steps"))]
-        row.append(f"W={k.window} {k.ops or '(no ops)'}" if k.killed else "")
-        t.add_row(*row)
-    console.print(t)
-    if baseline:
-        console.print("uniform = the naive uniform-random tester under the same budget and campaign seeds. "
-                      "Costs are to the first failing case: examples (test cases) and tokens pushed; "
-                      "'>N' = not killed within the budget (counted as what it spent, so medians and ratios "
-                      "marked > / ≥ are lower bounds). Ratios = median uniform cost / median biased cost.")
-    console.print(f"killed {sum(k.killed_every_repeat for k in avail)}/{len(avail)} available mutants"
-                  + (f" under every one of {repeats} seeds" if repeats > 1 else "")
-                  + (f" ({len(results) - len(avail)} unavailable)" if len(avail) < len(results) else ""))
 
 
 # ---------------------------------------------------------------------------
@@ -353,7 +281,7 @@ def kill_table(console, results, baseline: bool) -> None:
 
 #: Subcommands whose options belong to another module's own parser: everything after
 #: the name is passed through untouched (``kvwindow bench --quick``).
-DELEGATED = {"bench": ("fuzz.bench", "benchmarks and plots"),
+DELEGATED = {"bench": ("fuzz.bench.run", "benchmarks and plots"),
              "prove": ("fuzz.prove", "build the Lean proofs and print the theorem inventory")}
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fuzz.seeds import Seed
-from fuzz.targets import Target
+from fuzz.targets.base import Target
 
 
 def replay_seed(seed: Seed, target: Target) -> str | None:

@@ -86,7 +86,7 @@ def _run_targets(specs: list[str], *, seconds: float, max_examples: int | None, 
 def run_in_process(specs, *, seconds, max_examples=None, window_max=16, seed=None, database=None,
                    seed_dir=None, on_update: Callable[[TargetResult], None] | None = None) -> tuple[list[TargetResult], bool]:
     """The single-process campaign; returns ``(results, interrupted)``."""
-    from fuzz import registry
+    from fuzz.targets import registry
 
     interrupted = {"v": False}
     last_pub = {"t": 0.0}
@@ -111,7 +111,7 @@ def run_in_process(specs, *, seconds, max_examples=None, window_max=16, seed=Non
 
 
 def _worker_main(index: int, specs: list[str], kwargs: dict, db_spec: str | None, q, stop_event) -> None:
-    from fuzz import registry
+    from fuzz.targets import registry
 
     pid = os.getpid()
     last = {"t": 0.0}

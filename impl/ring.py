@@ -287,7 +287,7 @@ class CRing:
         return rows[:n], sums[:n]
 
     def c_handle(self) -> tuple[Any, Any, Any]:
-        """``(ffi, lib, handle)`` for callers that batch their own C calls (``fuzz.bulk``)."""
+        """``(ffi, lib, handle)`` for callers that batch their own C calls (``fuzz.targets.ring_bulk``)."""
         return self._ffi, self._lib, self._handle("c_handle")
 
     def checksum(self) -> int:

@@ -61,7 +61,7 @@ step "decode-attention benchmark"
 mkdir -p bench-out
 bench_args=(--json bench-out/cuda_decode_bench.json)
 [ "${REQUIRE_BW_GOAL:-0}" = "1" ] && bench_args+=(--require-goal)
-timeout 120 "$PY" -m impl.cuda_bench "${bench_args[@]}" || fail "benchmark"
+timeout 120 "$PY" -m fuzz.bench.gpu "${bench_args[@]}" || fail "benchmark"
 
 step "done"
 [ $status -eq 0 ] && echo "gpu_check: PASS" || echo "gpu_check: FAIL"

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from fuzz import bench
+from fuzz.bench import run as bench
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SECTIONS = ("throughput", "mutants", "decode", "gpu")

@@ -24,7 +24,7 @@ def _kvwindow(*argv):
 
 
 def test_injected_c_bug_found_saved_replayed_and_survives_restart(tmp_path, capsys):
-    rt = pytest.importorskip("fuzz.ring_targets", reason="the C ring targets have not landed")
+    rt = pytest.importorskip("fuzz.targets.ring", reason="the C ring targets have not landed")
     try:
         real = rt.compile_ring_library(tmp_path / "real.so")
         # The bug: a slot is stamped with the cache length instead of the token's absolute position.

@@ -4,8 +4,9 @@ import json
 
 from fuzz import campaign, seeds
 from fuzz.cli import main
-from fuzz.registry import make_pyring
-from fuzz.targets import CacheTarget, PyRing
+from fuzz.targets.pyring import make_pyring
+from fuzz.targets.cache import CacheTarget
+from fuzz.targets.pyring import PyRing
 
 
 class ReadsFromSlotZero(PyRing):

@@ -11,7 +11,7 @@ import pytest
 
 from fuzz.cli import main
 from fuzz.strategies import boundary_tours
-from fuzz.targets import PyRing
+from fuzz.targets.pyring import PyRing
 from tests.test_campaign_pyring import ReadsFromSlotZero
 
 BUGGY = "py:tests.test_campaign_pyring:ReadsFromSlotZero"

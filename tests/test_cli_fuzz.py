@@ -130,8 +130,8 @@ def test_bench_and_prove_are_wired(monkeypatch, capsys):
     def fake(name):
         if name == "fuzz.prove":
             return Mod
-        if name == "fuzz.bench":
-            raise ModuleNotFoundError("No module named 'fuzz.bench'", name="fuzz.bench")
+        if name == "fuzz.bench.run":
+            raise ModuleNotFoundError("No module named 'fuzz.bench.run'", name="fuzz.bench.run")
         return real(name)
 
     monkeypatch.setattr(cli.importlib, "import_module", fake)

@@ -111,7 +111,7 @@ def test_append_step_matches_pyspec(dtype):
 
 
 def run_decode_case(dtype, D, G, W, lengths, splits, H=2, seed=0):
-    from fuzz.cuda_targets import compare_decode, reference_decode
+    from fuzz.targets.cuda import compare_decode, reference_decode
 
     B = len(lengths)
     gen = torch.Generator().manual_seed(seed)
@@ -253,7 +253,7 @@ def test_open_rejects_bad_configs():
 @pytest.mark.parametrize("name", ["cuda-ring", "cuda-decoder"])
 def test_short_gpu_campaign(name):
     from fuzz.campaign import fuzz_target
-    from fuzz.registry import make_builtin
+    from fuzz.targets.registry import make_builtin
 
     res = fuzz_target(make_builtin(name), seconds=15, max_examples=60, seed=11)
     assert res.failure is None, res.failure

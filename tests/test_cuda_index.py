@@ -12,7 +12,7 @@ import pytest
 import pyspec
 from fuzz.campaign import fuzz_target
 from fuzz.ops import Chunk, Push, Reset
-from fuzz.targets import Mismatch
+from fuzz.targets.base import Mismatch
 
 idx = pytest.importorskip("impl._cudaindex", reason="impl._cudaindex not built (pip install -e .)")
 ffi, lib = idx.ffi, idx.lib
@@ -116,7 +116,7 @@ def test_cache_rows_are_a_bijection():
 
 
 def test_cuda_index_campaign_finds_nothing():
-    from fuzz.cuda_targets import make_cuda_index
+    from fuzz.targets.cuda_index import make_cuda_index
 
     res = fuzz_target(make_cuda_index(), seconds=8, max_examples=150, seed=7)
     assert res.failure is None, res.failure
@@ -124,7 +124,7 @@ def test_cuda_index_campaign_finds_nothing():
 
 
 def test_cuda_index_replays_boundary_cases():
-    from fuzz.cuda_targets import make_cuda_index
+    from fuzz.targets.cuda_index import make_cuda_index
 
     t = make_cuda_index()
     for window, ops in [(1, [Push(), Push(), Chunk(3)]), (4, [Chunk(4), Push(), Chunk(9)]),
@@ -180,7 +180,7 @@ def _slot_pos_of_slot(n, w, s):
     ({"rkv_slot_pos": _slot_pos_of_slot}, 3, [Chunk(4)]),
 ], ids=["gather-order-while-filling", "append-whole-chunk", "decode-unfilled-slot", "slot-index-as-position"])
 def test_cuda_index_target_catches_broken_index_math(monkeypatch, overrides, window, ops):
-    from fuzz import cuda_targets
+    from fuzz.targets import cuda_index as cuda_targets
 
     monkeypatch.setattr(cuda_targets, "_index_lib", lambda: (ffi, _Proxy(**overrides)))
     with pytest.raises(Mismatch):

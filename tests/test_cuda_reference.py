@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import pyspec
-from fuzz.cuda_targets import DECODE_TOLERANCES, compare_decode, reference_decode
-from fuzz.targets import TargetUnavailable
-from impl import cuda_bench
+from fuzz.targets.cuda import DECODE_TOLERANCES, compare_decode, reference_decode
+from fuzz.targets.base import TargetUnavailable
+from fuzz.bench import gpu as cuda_bench
 
 
 def _hist(n, h, d, seed):
@@ -72,7 +72,7 @@ def test_peak_bandwidth_table_and_override(monkeypatch):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
 @pytest.mark.parametrize("factory", ["make_cuda_ring", "make_cuda_decoder"])
 def test_gpu_targets_say_why_they_are_unavailable(factory):
-    from fuzz import cuda_targets
+    from fuzz.targets import cuda as cuda_targets
 
     with pytest.raises(TargetUnavailable, match="no CUDA device"):
         getattr(cuda_targets, factory)()

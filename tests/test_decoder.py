@@ -9,11 +9,11 @@ import pytest
 import torch
 
 import pyspec
-from fuzz.decoder_props import check_cache, check_greedy, check_stream, expected_positions
+from fuzz.targets.decoder_props import check_cache, check_greedy, check_stream, expected_positions
 from impl.decoder import torch_threads
-from fuzz.decoder_target import TARGET_CONFIG, DecoderTarget, make_decoder, token_of
+from fuzz.targets.decoder import TARGET_CONFIG, DecoderTarget, make_decoder, token_of
 from fuzz.ops import Chunk, Push, Reset
-from fuzz.targets import PyRing
+from fuzz.targets.pyring import PyRing
 from impl.decoder import (
     CacheMismatchError, Decoder, DecoderConfig, DecoderError, EmptyPromptError, RingKVCache, TokenError,
     WindowError, apply_rope, attend, join_f32_to_f64, repeat_kv, resolve_windows, rope_cos_sin, rotate_half,
@@ -330,7 +330,7 @@ def test_target_runs_every_op_kind():
 
 
 def test_target_resolves_from_registry_and_tokens_are_deterministic():
-    from fuzz.registry import resolve
+    from fuzz.targets.registry import resolve
 
     assert resolve("decoder").name == "decoder"
     assert [token_of(0, p, 32) for p in range(5)] == [token_of(0, p, 32) for p in range(5)]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from fuzz.campaign import fuzz_target
-from fuzz.decoder_props import configs, run_parity_property
-from fuzz.decoder_target import make_decoder
+from fuzz.targets.decoder_props import configs, run_parity_property
+from fuzz.targets.decoder import make_decoder
 from impl.mutants.decoder_mutants import DECODER_MUTANTS
 
 NAMES = sorted(DECODER_MUTANTS)

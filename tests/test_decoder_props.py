@@ -1,4 +1,4 @@
-"""Hypothesis properties of the ring-buffer cached decoder (fuzz.decoder_props), and the
+"""Hypothesis properties of the ring-buffer cached decoder (fuzz.targets.decoder_props), and the
 ``decoder`` campaign target under the campaign loop."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from fuzz.campaign import fuzz_target
-from fuzz.decoder_props import configs, run_greedy_property, run_parity_property
-from fuzz.decoder_target import make_decoder
-from fuzz.targets import PyRing
+from fuzz.targets.decoder_props import configs, run_greedy_property, run_parity_property
+from fuzz.targets.decoder import make_decoder
+from fuzz.targets.pyring import PyRing
 
 
 def test_cache_and_logits_match_full_forward():

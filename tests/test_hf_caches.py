@@ -5,9 +5,9 @@ import pytest
 pytest.importorskip("transformers")
 
 from fuzz.campaign import fuzz_target  # noqa: E402
-from fuzz.hf_targets import HFCacheTarget, make_hf_dynamic, make_hf_static  # noqa: E402
+from fuzz.targets.hf.caches import HFCacheTarget, make_hf_dynamic, make_hf_static  # noqa: E402
 from fuzz.ops import Chunk, Push  # noqa: E402
-from fuzz.targets import Mismatch, TargetUnavailable  # noqa: E402
+from fuzz.targets.base import Mismatch, TargetUnavailable  # noqa: E402
 from impl.hf import compat, conventions  # noqa: E402
 
 

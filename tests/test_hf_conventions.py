@@ -1,9 +1,9 @@
 """The adapter's pinned HF cache conventions (plain arithmetic, impl/hf/conventions.py) agree with
-their restatement through the oracle's lastWindow (fuzz/hf_conventions.py). Needs no transformers."""
+their restatement through the oracle's lastWindow (fuzz/targets/hf/conventions.py). Needs no transformers."""
 
 import pytest
 
-from fuzz import hf_conventions
+from fuzz.targets.hf import conventions as hf_conventions
 from impl.hf import conventions
 
 

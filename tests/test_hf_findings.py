@@ -8,11 +8,11 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from fuzz.hf_targets import HFCacheTarget, make_hf_dynamic  # noqa: E402
+from fuzz.targets.hf.caches import HFCacheTarget, make_hf_dynamic  # noqa: E402
 from fuzz.ops import Chunk, Push  # noqa: E402
-from fuzz.targets import Mismatch  # noqa: E402
+from fuzz.targets.base import Mismatch  # noqa: E402
 from impl.hf import compat  # noqa: E402
-from fuzz.hf_models import HFModelTarget  # noqa: E402
+from fuzz.targets.hf.models import HFModelTarget  # noqa: E402
 
 API = compat.info().api
 layers = pytest.mark.skipif(API != "layers", reason="finding is on the 5.x per-layer cache API")

@@ -5,11 +5,11 @@ import pytest
 pytest.importorskip("transformers")
 
 from fuzz.campaign import fuzz_target  # noqa: E402
-from fuzz.hf_targets import make_hf_gemma2, make_hf_mistral  # noqa: E402
+from fuzz.targets.hf.models import make_hf_gemma2, make_hf_mistral  # noqa: E402
 from fuzz.ops import Chunk, Push, Reset  # noqa: E402
-from fuzz.targets import Mismatch  # noqa: E402
+from fuzz.targets.base import Mismatch  # noqa: E402
 from impl.hf import compat  # noqa: E402
-from fuzz.hf_models import HFModelTarget  # noqa: E402
+from fuzz.targets.hf.models import HFModelTarget  # noqa: E402
 from impl.hf.models import attn_impls  # noqa: E402
 
 # Prefill longer than W, decode, reset to another window, again: supported by every release tested

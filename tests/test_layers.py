@@ -125,9 +125,9 @@ def test_layer_imports_follow_design(layer):
     ("impl", "impl.hf.models", "from fuzz.targets import Target\n"),
     ("impl", "impl.hf.models", "import pyspec\n"),
     ("impl", "impl.hf.models", "import pyspec.spec as s\n"),
-    ("impl", "impl.mutants.catalogue", "def f():\n    if True:\n        from fuzz.ring_targets import make_c_library\n"),
+    ("impl", "impl.mutants.catalogue", "def f():\n    if True:\n        from fuzz.targets.ring import make_c_library\n"),
     ("impl", "impl.mutants.catalogue", "class C:\n    def m(self):\n        import fuzz.ops\n"),
-    ("impl", "impl.mutants.catalogue", "import importlib\nm = importlib.import_module('fuzz.decoder_target')\n"),
+    ("impl", "impl.mutants.catalogue", "import importlib\nm = importlib.import_module('fuzz.targets.decoder')\n"),
     ("impl", "impl.mutants.catalogue", "m = __import__('pyspec')\n"),
     ("impl", "impl.ring", "from ... import fuzz\n"),
     ("pyspec", "pyspec.ring", "import torch\n"),
@@ -146,7 +146,7 @@ def test_checker_reports_violation(layer, module, source):
     ("impl", "impl.hf.models", "import torch\nfrom impl.hf import compat\nfrom . import reference\n"
                                "def f():\n    from transformers import MistralConfig\n"),
     ("impl", "impl.mutants.catalogue", "import importlib\nimportlib.import_module('impl.mutants.decoder_mutants')\n"),
-    ("fuzz", "fuzz.hf_conventions", "import pyspec\nfrom impl.hf import conventions\nfrom fuzz.ops import Push\n"),
+    ("fuzz", "fuzz.targets.hf.conventions", "import pyspec\nfrom impl.hf import conventions\nfrom fuzz.ops import Push\n"),
 ])
 def test_checker_accepts_allowed_imports(layer, module, source):
     assert violations(layer, source, module) == []

@@ -14,8 +14,9 @@ from fuzz import seeds
 from fuzz.cli import main
 from fuzz.ops import Chunk, Push, Reset, parse_ops
 from fuzz.strategies import uniform_case, uniform_cases
-from fuzz.targets import TargetUnavailable
-from fuzz.mutants import censored_stats, make_target, run_mutants, summarize
+from fuzz.targets.base import TargetUnavailable
+from fuzz.killtable import censored_stats, run_mutants, summarize
+from fuzz.targets.mutants import make_target
 from impl.mutants.catalogue import MutantError, apply_edit, catalogue, py_ring_mutant, select
 
 #: Examples (before shrinking) within which every mutant must die, with the fixed seed below.

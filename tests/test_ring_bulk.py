@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from fuzz import bulk
+from fuzz.targets import ring_bulk as bulk
 from fuzz.ops import payload
 from impl.ring import CRing, load_library
 from pyspec.bulk import window_positions
@@ -109,7 +109,7 @@ def test_measure_bulk_reports_rate():
     (("const int64_t len = rkv_len(r->n, w);", "const int64_t len = rkv_len(r->n - 1, w);"), "the window is"),
 ])
 def test_bulk_catches_broken_copies(tmp_path, edit, what):
-    from fuzz.ring_targets import compile_ring_library
+    from fuzz.targets.ring import compile_ring_library
 
     backend = load_library(compile_ring_library(tmp_path / "libbroken.so", replace=edit))
     with pytest.raises(bulk.BulkMismatch, match=f"W=5: after push #\\d+ .*{what}"):

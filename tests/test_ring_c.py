@@ -55,7 +55,7 @@ def test_valgrind_burst(built):
 
 def test_driver_catches_a_broken_ring(built, tmp_path):
     """The burst is not vacuous: the driver fails against a ring that drops one chunk entry."""
-    from fuzz.ring_targets import compile_ring_library
+    from fuzz.targets.ring import compile_ring_library
 
     lib = compile_ring_library(tmp_path / "libringkv.so", replace=(
         "rkv_chunk_first_kept(n, r->w)", "rkv_chunk_first_kept(n, r->w - 1)"))
@@ -237,9 +237,9 @@ def test_python_campaign_against_sanitizer_library(built, tmp_path):
     if not os.path.isabs(asan):
         pytest.skip("the compiler's libasan.so was not found; Python-driven sanitizer burst not run")
     script = f"""
-from fuzz import registry
+from fuzz.targets import registry
 from fuzz.campaign import fuzz_target
-from fuzz.bulk import check_stream
+from fuzz.targets.ring_bulk import check_stream
 from impl.ring import load_library
 lib = {str(built / 'libringkv_asan.so')!r}
 r = fuzz_target(registry.resolve('c:' + lib), seconds=30, max_examples=200, seed=2,

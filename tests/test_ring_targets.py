@@ -12,10 +12,10 @@ import shutil
 import pytest
 from hypothesis import Phase, settings
 
-from fuzz import registry
+from fuzz.targets import registry
 from fuzz.campaign import fuzz_target
-from fuzz.ring_machine import ring_c_machine, ring_machine
-from fuzz.ring_targets import compile_ring_library
+from fuzz.targets.ring_machine import ring_c_machine, ring_machine
+from fuzz.targets.ring import compile_ring_library
 
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
                               reason="no C compiler: cannot build library copies")
@@ -28,7 +28,7 @@ TestRingCMachine.settings = settings(max_examples=60, stateful_step_count=40, de
 
 
 def test_ring_c_is_registered_and_available():
-    assert registry.BUILTIN["ring-c"] == ("fuzz.ring_targets:make_ring_c", True)
+    assert registry.BUILTIN["ring-c"] == ("fuzz.targets.ring:make_ring_c", True)
     target = registry.make_builtin("ring-c")
     assert target.name == "ring-c" and target.width == 4
 

@@ -9,9 +9,10 @@ from functools import lru_cache
 
 import pytest
 
-from fuzz import registry, seeds
+from fuzz import seeds
+from fuzz.targets import registry
 from fuzz.replay import replay_seed
-from fuzz.targets import TargetUnavailable
+from fuzz.targets.base import TargetUnavailable
 
 
 def _seed_params():

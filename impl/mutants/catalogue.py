@@ -15,7 +15,7 @@ the buggy implementation (:meth:`Mutant.implementation`). Three kinds:
   :class:`~impl.mutants.decoder_mutants.DecoderMutant`.
 
 Wrapping each as a campaign target a campaign must kill, and running those
-campaigns, is the harness's job: :mod:`fuzz.mutants` (DESIGN §2: nothing in
+campaigns, is the harness's job: :mod:`fuzz.killtable` (DESIGN §2: nothing in
 ``impl/`` imports ``fuzz``).
 
 Every edit is textual and exact: if the line a mutant replaces is not in the

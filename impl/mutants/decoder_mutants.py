@@ -1,11 +1,11 @@
 """Negative controls for the decoder: each class is a copy of one piece of the real logic
 in :mod:`impl.decoder` with a realistic one-line bug (DESIGN §5 bug classes).
 
-The decoder properties (``fuzz.decoder_props``) and the campaign target
-``decoder`` (``fuzz.decoder_target``) must fail on every one of them;
+The decoder properties (``fuzz.targets.decoder_props``) and the campaign target
+``decoder`` (``fuzz.targets.decoder``) must fail on every one of them;
 ``tests/test_decoder_mutants.py`` asserts that. The mutant catalogue
 (:mod:`impl.mutants.catalogue`) lists them; the harness wraps them as targets
-(:func:`fuzz.mutants.make_target`, through ``fuzz.decoder_target.make_decoder(mutant=NAME)``,
+(:func:`fuzz.killtable.make_target`, through ``fuzz.targets.decoder.make_decoder(mutant=NAME)``,
 or ``DecoderTarget(model_cls=m.model_cls, cache_cls=m.cache_cls)``).
 
 Each mutant needs a config that can show its bug: ``cache-length-position``

@@ -4,7 +4,7 @@ Not collected by the default test run (file name ``bench_*``). Run with::
 
     .venv/bin/python -m pytest tests/bench/bench_decoder.py --benchmark-enable -p no:cacheprovider
 
-The same numbers as one dict: ``python -m impl.decoder_bench`` (``impl.decoder_bench.measure_decode``).
+The same numbers as one dict: ``python -m fuzz.bench.decode`` (``fuzz.bench.decode.measure_decode``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from impl.decoder import Decoder
-from impl.decoder_bench import BENCH_CONFIG, kv_formula_bytes
+from fuzz.bench.decode import BENCH_CONFIG, kv_formula_bytes
 
 W = 64
 STREAM = [(p * 2654435761) % BENCH_CONFIG.vocab for p in range(16 * W + 4096)]

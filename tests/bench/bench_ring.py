@@ -9,14 +9,14 @@ A "step" is one pushed token whose resulting cache was checked against the
 spec: in bulk mode the window row and payload checksum from ``ringkv_trace``
 against ``pyspec.bulk``; in stateful mode ``contents()`` against pyspec after
 every push. Goal: >= 1,000,000 steps/s in bulk mode on one core.
-The same numbers as dicts: ``fuzz.bulk.measure_bulk`` / ``measure_stateful``.
+The same numbers as dicts: ``fuzz.targets.ring_bulk.measure_bulk`` / ``measure_stateful``.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from fuzz.bulk import check_stream, measure_stateful
+from fuzz.targets.ring_bulk import check_stream, measure_stateful
 
 WIDTH = 16
 BULK_STEPS = {8: 1_000_000, 64: 1_000_000, 512: 200_000}

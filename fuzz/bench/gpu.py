@@ -11,7 +11,7 @@ the median time, reported as a fraction of the device's peak.
 Peak bandwidth, in order: ``$KVWINDOW_PEAK_BW`` (bytes/s, or with a TB/s suffix),
 torch's device properties (memory clock x bus width), a table by device name
 (:data:`PEAK_BW_TABLE`), else the CUDA runtime's memory clock x bus width. Goal (issue 7): >= 70 % of peak and faster than
-the SDPA path. ``python -m impl.cuda_bench`` prints the table; the ``kvwindow bench``
+the SDPA path. ``python -m fuzz.bench.gpu`` prints the table; the ``kvwindow bench``
 command calls :func:`measure_decode_attention` when a GPU is present.
 """
 

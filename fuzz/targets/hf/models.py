@@ -26,7 +26,7 @@ Every logit row any call returns is compared with :func:`impl.hf.reference.forwa
 over the stream's full history, and after every op each sliding layer's stored
 keys are compared with the reference keys at the positions the pinned cache
 convention names (:mod:`impl.hf.conventions`, checked against the spec by
-:func:`fuzz.hf_conventions.check`).
+:func:`fuzz.targets.hf.conventions.check`).
 
 Tolerance: ``|hf - ref| <= ATOL + RTOL * |ref|`` with ``ATOL = RTOL = 1e-4``.
 The models run in float64, but transformers computes RMSNorm, RoPE and the
@@ -44,11 +44,11 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import torch
 
-from fuzz import hf_conventions
-from impl.decoder import torch_threads
-from fuzz.hf_targets import HFTarget
 from fuzz.ops import Chunk, Op, Push, SpecStream, format_ops, streams
-from fuzz.targets import Mismatch, RunStats, Target
+from fuzz.targets.base import Mismatch, RunStats, Target
+from fuzz.targets.hf import conventions as hf_conventions
+from fuzz.targets.hf.base import HFTarget, _hf
+from impl.decoder import torch_threads
 from impl.hf import reference
 from impl.hf.models import VOCAB, TinyModels, attn_impls
 
@@ -221,5 +221,11 @@ class HFModelTarget(HFTarget):
                                            f"reference key of position {p} (convention: positions {want})")
 
 
-def make_target(arch: str, **kw: Any) -> Target:
-    return HFModelTarget(arch, **kw)
+def make_hf_mistral() -> Target:
+    _hf()
+    return HFModelTarget("mistral")
+
+
+def make_hf_gemma2() -> Target:
+    _hf()
+    return HFModelTarget("gemma2")

@@ -8,7 +8,7 @@ after ``n`` tokens is ``lastWindow W history``) — and :func:`check` asserts
 that both statements agree, so the relation of every convention to the spec
 is checked by the harness rather than assumed by the adapter.
 
-The HF targets (:mod:`fuzz.hf_targets`, :mod:`fuzz.hf_models`) call
+The HF targets (:mod:`fuzz.targets.hf.caches`, :mod:`fuzz.targets.hf.models`) call
 :func:`check` for every update they drive; ``tests/test_hf_conventions.py``
 runs it over a grid of ``(n, k, W)``.
 """

@@ -11,7 +11,8 @@ import functools
 from pathlib import Path
 
 from fuzz.ops import PAYLOAD_WIDTH
-from fuzz.targets import CacheTarget, Target, TargetUnavailable
+from fuzz.targets.base import Target, TargetError, TargetUnavailable
+from fuzz.targets.cache import CacheTarget
 
 
 def make_ring_c() -> Target:
@@ -29,10 +30,8 @@ def make_ring_c() -> Target:
 def make_c_library(path: str) -> Target:
     """Target ``c:PATH``: any shared library implementing ``csrc/ringkv.h``.
 
-    Raises :class:`fuzz.registry.TargetError` (a usage error) naming the path and,
+    Raises :class:`~fuzz.targets.base.TargetError` (a usage error) naming the path and,
     when a function is missing, the symbol."""
-    from fuzz.registry import TargetError  # lazy: registry imports this module lazily too
-
     from impl.ring import CRing, LibraryError, load_library
 
     if not path:
@@ -51,7 +50,7 @@ def make_c_library(path: str) -> Target:
     return CacheTarget(f"c:{path}", functools.partial(CRing, PAYLOAD_WIDTH, backend=backend), width=PAYLOAD_WIDTH)
 
 
-CSRC = Path(__file__).resolve().parent.parent / "csrc"
+CSRC = Path(__file__).resolve().parents[2] / "csrc"
 
 
 def compile_ring_library(dest: str | Path, *, replace: tuple[str, str] | None = None,

@@ -144,7 +144,7 @@ def format_report(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # python -m impl.decoder_bench
+if __name__ == "__main__":  # python -m fuzz.bench.decode
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -9,7 +9,7 @@ ids are a pure function of ``(stream epoch, position)``, like
 After every op: each sliding layer's cache positions equal the oracle's
 ``lastWindow W positions`` (``SpecStream``), the global layer holds every
 position, every cached K/V equals the full forward's row at that position, and
-the new tokens' logits equal the full forward's rows (``fuzz.decoder_props``
+the new tokens' logits equal the full forward's rows (``fuzz.targets.decoder_props``
 tolerances). The model is a fixed small float64 config with one sliding layer
 (the case's window) and one global layer, so a case takes milliseconds.
 
@@ -24,10 +24,10 @@ from typing import Any, Sequence
 
 import torch
 
-from fuzz.decoder_props import check_cache, check_logits
+from fuzz.targets.decoder_props import check_cache, check_logits
 from impl.decoder import torch_threads
 from fuzz.ops import Op, Reset, SpecStream, streams
-from fuzz.targets import Mismatch, RunStats, Target, TargetUnavailable
+from fuzz.targets.base import Mismatch, RunStats, Target, TargetUnavailable
 from impl.decoder import Decoder, DecoderConfig, RingKVCache
 
 #: The target's model: 2 layers (layer 0 slides with the case's window, layer 1 is

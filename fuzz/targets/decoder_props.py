@@ -12,7 +12,7 @@ streams up to ``4W + 3`` long and random chunk schedules:
    logit tolerance is a genuine tie and is not a failure).
 
 The checkers return ``None`` or a one-line difference; :func:`check_stream`
-is shared with the campaign target ``decoder`` (``fuzz.decoder_target``).
+is shared with the campaign target ``decoder`` (``fuzz.targets.decoder``).
 ``run_parity_property``/``run_greedy_property`` run them under Hypothesis for
 any ``model_cls``/``cache_cls`` pair, which is how the negative controls in
 ``impl.mutants.decoder_mutants`` are shown to fail.

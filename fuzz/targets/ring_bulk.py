@@ -222,7 +222,7 @@ def measure_stateful(w: int, n: int, width: int = 16, *, backend=None) -> dict:
     """The stateful counterpart of :func:`measure_bulk`: ``n`` single-token pushes through the
     Python protocol, ``contents()`` compared with pyspec after each (what ``CacheTarget`` does)."""
     from fuzz.ops import Push
-    from fuzz.targets import CacheTarget
+    from fuzz.targets.cache import CacheTarget
     from impl.ring import CRing
 
     target = CacheTarget("ring-c", lambda: CRing(width, backend=backend), width=width)

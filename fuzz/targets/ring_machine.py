@@ -17,7 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from fuzz.ops import PAYLOAD_WIDTH, Chunk, Push, Reset, SpecStream
 from fuzz.strategies import chunk_sizes, windows
-from fuzz.targets import compare_contents
+from fuzz.targets.cache import compare_contents
 
 
 

@@ -1,8 +1,6 @@
-"""Targets: what a campaign drives, and the check that holds each one to the spec.
+"""``CacheTarget``: the op loop and contents check for any cache implementing the Python target protocol.
 
-A :class:`Target` runs one test case — a window and an op list — and raises
-:class:`Mismatch` at the first op after which it disagrees with the oracle.
-:class:`CacheTarget` does that for any object implementing the Python target
+:class:`CacheTarget` drives any object implementing the Python target
 protocol of DESIGN §4 (``reset``/``push``/``push_chunk``/``contents``), which
 is how ``pyring``, ``ring-c``, ``c:PATH.so``, ``py:module:Class`` and the
 cache-level third-party adapters are all fuzzed by the same loop.
@@ -10,64 +8,14 @@ cache-level third-party adapters are all fuzzed by the same loop.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-import pyspec
-from fuzz.ops import PAYLOAD_WIDTH, Op, Push, Reset, SpecStream, format_ops
+from fuzz.ops import PAYLOAD_WIDTH, Op, Push, Reset, SpecStream
+from fuzz.targets.base import Mismatch, RunStats, Target
 
 PROTOCOL_METHODS = ("reset", "push", "push_chunk", "contents")
-
-
-class Mismatch(AssertionError):
-    """The target disagreed with the spec; the message says after which op and how."""
-
-    def __init__(self, target: str, index: int, op: Op | None, detail: str):
-        self.target, self.index, self.op, self.detail = target, index, op, detail
-        where = "after reset" if op is None else f"after op #{index} ({format_ops([op])})"
-        super().__init__(f"{target}: {where}: {detail}")
-
-
-class TargetUnavailable(RuntimeError):
-    """The target cannot run on this machine (missing library, no GPU, ...); says why."""
-
-
-@dataclass
-class RunStats:
-    steps: int = 0
-    phases: set[str] = field(default_factory=set)
-
-
-class Target(ABC):
-    """One implementation under test. ``name`` is what ``--target`` takes."""
-
-    name: str = "?"
-    #: ``cache`` targets compare contents; ``model`` targets also compare logits.
-    kind: str = "cache"
-    #: The largest window the target accepts (``None``: no limit of its own).
-    max_window: int | None = None
-    #: Largest stream length per case the campaign should generate (model targets are slower).
-    max_tokens: int | None = None
-
-    def accepts(self, window: int, ops: Sequence[Op]) -> str | None:
-        """``None`` if the case fits this target, else why not (e.g. a window above ``max_window``)."""
-        if self.max_window is None:
-            return None
-        widest = max([window] + [op.window for op in ops if isinstance(op, Reset)])
-        if widest > self.max_window:
-            return f"window {widest} exceeds {self.name}'s maximum {self.max_window}"
-        return None
-
-    @abstractmethod
-    def run(self, window: int, ops: Sequence[Op]) -> RunStats:
-        """Drive a fresh stream through ``ops``; raise :class:`Mismatch` on disagreement."""
-
-    def versions(self) -> dict[str, str]:
-        """Versions of third-party code this target exercises (for campaign reports)."""
-        return {}
 
 
 def check_protocol(obj: Any, where: str) -> None:
@@ -163,34 +111,11 @@ class CacheTarget(Target):
             raise Mismatch(self.name, i, op, diff)
 
 
-class PyRing:
-    """The pyspec ``Ring`` model as a protocol cache (target ``pyring``).
+class AuditedCacheTarget(CacheTarget):
+    """:class:`CacheTarget` plus ``cache.audit(spec)`` (a one-line problem or ``None``)."""
 
-    Fuzzing it against ``last_window`` is a genuine differential check: the
-    ring reads slots ``(head + i) % W`` while the list model drops from the front.
-    """
-
-    def __init__(self) -> None:
-        self._ring: pyspec.Ring | None = None
-        self._next = 0
-
-    def reset(self, window: int) -> None:
-        self._ring, self._next = pyspec.Ring.empty(window), 0
-
-    def push(self, pos: int, key: Any, value: Any) -> None:
-        if self._ring is None:
-            raise RuntimeError("PyRing.push before reset(window)")
-        if pos != self._next:
-            raise ValueError(f"PyRing.push: position {pos} is not the next position {self._next}")
-        self._ring, self._next = self._ring.push((pos, key, value)), self._next + 1
-
-    def push_chunk(self, entries: Any) -> None:
-        entries = list(entries)
-        for k, e in enumerate(entries):
-            if e[0] != self._next + k:
-                raise ValueError(f"PyRing.push_chunk: entry {k} has position {e[0]}, expected {self._next + k}")
-        for e in entries:
-            self.push(*e)
-
-    def contents(self) -> list:
-        return [] if self._ring is None else self._ring.to_list()
+    def _check(self, cache: Any, spec: SpecStream, i: int, op: Op | None) -> None:
+        super()._check(cache, spec, i, op)
+        problem = cache.audit(spec)
+        if problem is not None:
+            raise Mismatch(self.name, i, op, problem)

@@ -1,11 +1,7 @@
-"""The mutant catalogue as campaign targets, and the campaigns against them: the kill table (and the
-uniform-random baseline).
+"""The kill table: a campaign against every mutant (and the uniform-random baseline beside it).
 
 :mod:`impl.mutants.catalogue` lists the mutants and builds each buggy
-implementation; :func:`make_target` wraps one as a :class:`~fuzz.targets.Target`
-(a ``py-ring`` class through :class:`~fuzz.targets.CacheTarget`, a ``c-ring``
-library through the ``c:`` ABI target, a decoder mutant through
-:func:`fuzz.decoder_target.make_decoder`).
+implementation; :mod:`fuzz.targets.mutants` wraps one as a campaign target.
 
 ``run_mutants`` is what ``kvwindow mutants`` prints and what ``kvwindow bench``
 reuses. Mutant kills write no seeds unless ``seeds_dir`` is given, and use no
@@ -31,36 +27,13 @@ from typing import Any, Callable
 
 from fuzz.campaign import TargetResult, fuzz_target
 from fuzz.strategies import uniform_cases
-from fuzz.targets import CacheTarget, Target, TargetUnavailable
-from impl.mutants.catalogue import Mutant, MutantError, MutantUnavailable, catalogue, select
+from fuzz.targets.base import TargetUnavailable
+from fuzz.targets.mutants import make_target
+from impl.mutants.catalogue import Mutant, MutantError, catalogue, select
 
 __all__ = ["COST_METRICS", "KillResult", "Mutant", "MutantError", "catalogue", "censored_stats", "make_target",
            "median_ratio", "run_mutants", "select", "summarize"]
 
-
-def make_target(m: Mutant) -> Target:
-    """The mutant as a campaign target named ``mutant:NAME``; raises :class:`TargetUnavailable` when it
-    cannot run here and :class:`MutantError` when its edit no longer applies."""
-    try:
-        impl = m.implementation()
-    except MutantUnavailable as e:
-        raise TargetUnavailable(str(e)) from e
-    if m.kind == "py-ring":
-        return CacheTarget(f"mutant:{m.name}", impl)
-    if m.kind == "c-ring":
-        try:
-            from fuzz.ring_targets import make_c_library
-        except ModuleNotFoundError as e:
-            raise TargetUnavailable(f"the c: ABI target is not available ({e})") from e
-        target = make_c_library(str(impl))
-    elif m.kind == "decoder":
-        from fuzz.decoder_target import make_decoder
-
-        target = make_decoder(mutant=impl.name)
-    else:
-        raise ValueError(f"mutant {m.name}: unknown kind {m.kind!r}")
-    target.name = f"mutant:{m.name}"
-    return target
 
 #: The cost metrics of one kill: test cases run and tokens pushed until the first failing case.
 COST_METRICS = ("examples", "steps")
@@ -291,3 +264,80 @@ def run_mutants(
         if on_result:
             on_result(kr)
     return out
+
+
+# ---------------------------------------------------------------------------
+# The printed table
+
+
+def _bound(stats: dict, key: str) -> str:
+    v = stats[key]
+    if v is None:
+        return ""
+    text = f"{v:g}" if isinstance(v, float) else str(v)
+    return (">" if stats[f"{key}_lower_bound"] else "") + text
+
+
+def _spread(stats: dict) -> str:
+    """``median (min-max)``; survivors show as ``>N`` (the budget they spent)."""
+    return f"{_bound(stats, 'median')} ({_bound(stats, 'min')}-{_bound(stats, 'max')})"
+
+
+def _ratio_text(r) -> str:
+    if r is None:
+        return ""
+    return ("≥" if r["lower_bound"] else "") + f"{r['value']:.1f}x"
+
+
+def print_kill_table(console, results: list[KillResult], baseline: bool) -> None:
+    """The kill table ``kvwindow mutants`` prints: one row per mutant, the uniform baseline beside it."""
+    from rich.table import Table
+
+    avail = [k for k in results if k.available]
+    repeats = max((len(k.biased_runs) for k in avail), default=1)
+    t = Table(title="mutant kill table", title_justify="left")
+    t.add_column("mutant")
+    t.add_column("class")
+    t.add_column("killed")
+    if repeats == 1 and not baseline:
+        for col in ("examples", "steps", "seconds"):
+            t.add_column(col, justify="right")
+    else:
+        t.add_column("examples med (min-max)", justify="right")
+        t.add_column("tokens med (min-max)", justify="right")
+    if baseline:
+        t.add_column("uniform killed")
+        t.add_column("uniform ex med (min-max)", justify="right")
+        t.add_column("uniform tokens med (min-max)", justify="right")
+        t.add_column("ex ratio", justify="right")
+        t.add_column("tokens ratio", justify="right")
+    t.add_column("shrunk seed")
+    for k in results:
+        if not k.available:
+            t.add_row(k.name, k.bug_class, "n/a", *([""] * (len(t.columns) - 4)), k.reason[:60])
+            continue
+        b = k.biased_summary()
+        kills = f"{b['kills']}/{b['runs']}"
+        kills = f"[green]{kills}[/]" if b["kills"] == b["runs"] else f"[bold red]{kills}[/]"
+        row = [k.name, k.bug_class, kills]
+        if repeats == 1 and not baseline:
+            row += [str(k.examples) if k.killed else f">{k.examples_run}", str(k.steps or ""),
+                    f"{k.seconds:.3f}" if k.seconds is not None else ""]
+        else:
+            row += [_spread(b["examples"]), _spread(b["steps"])]
+        if baseline:
+            u = k.baseline_summary()
+            ratios = k.median_ratios()
+            row += [f"{u['kills']}/{u['runs']}", _spread(u["examples"]), _spread(u["steps"]),
+                    _ratio_text(ratios.get("examples")), _ratio_text(ratios.get("steps"))]
+        row.append(f"W={k.window} {k.ops or '(no ops)'}" if k.killed else "")
+        t.add_row(*row)
+    console.print(t)
+    if baseline:
+        console.print("uniform = the naive uniform-random tester under the same budget and campaign seeds. "
+                      "Costs are to the first failing case: examples (test cases) and tokens pushed; "
+                      "'>N' = not killed within the budget (counted as what it spent, so medians and ratios "
+                      "marked > / ≥ are lower bounds). Ratios = median uniform cost / median biased cost.")
+    console.print(f"killed {sum(k.killed_every_repeat for k in avail)}/{len(avail)} available mutants"
+                  + (f" under every one of {repeats} seeds" if repeats > 1 else "")
+                  + (f" ({len(results) - len(avail)} unavailable)" if len(avail) < len(results) else ""))

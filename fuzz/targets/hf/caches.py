@@ -1,81 +1,28 @@
-"""Hugging Face transformers as campaign targets: two cache layers and two models.
+"""Hugging Face transformers' sliding-window cache layers as campaign targets.
 
-* ``hf-dynamic`` / ``hf-static`` — one sliding-window layer driven through
+``hf-dynamic`` / ``hf-static``: one sliding-window layer driven through
   ``update`` with the campaign's K/V payloads. After every op the adapter checks
   (1) the rows ``update`` returned for attention contain every key the chunk's
   queries attend to (version-independent), (2) returned and stored rows equal
   the convention pinned from the installed release's source
   (:mod:`impl.hf.conventions`, checked against its restatement with
-  ``pyspec.last_window`` in :mod:`fuzz.hf_conventions`: e.g. the 5.x dynamic layer stores
+  ``pyspec.last_window`` in :mod:`fuzz.targets.hf.conventions`: e.g. the 5.x dynamic layer stores
   ``lastWindow (W-1)``, the static one ``lastWindow W``), and (3) on the 5.x
   API, the rows ``get_mask_sizes`` advertises are the rows returned.
-* ``hf-mistral`` / ``hf-gemma2`` — tiny random-weight models driven like users
-  do (:mod:`fuzz.hf_models`, models built by :mod:`impl.hf.models`), every step's logits held to this project's
-  own full-mask forward (:mod:`impl.hf.reference`).
 
-Cases that hit a written-up finding (:mod:`fuzz.hf_findings`) are left out
-unless ``strict=True``; ``versions()`` reports transformers and torch.
+The model targets ``hf-mistral`` / ``hf-gemma2`` are :mod:`fuzz.targets.hf.models`.
+Cases that hit a written-up finding (:mod:`fuzz.targets.hf.findings`) are left out
+unless ``strict=True`` (:class:`fuzz.targets.hf.base.HFTarget`).
 """
 
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from hypothesis import reject
-from hypothesis.control import currently_in_test_context
-
-from fuzz import hf_conventions
-from fuzz.hf_findings import Finding, known_hit
 from fuzz.ops import PAYLOAD_WIDTH, Op, Reset, SpecStream
-from fuzz.targets import Mismatch, RunStats, Target, TargetUnavailable
-
-
-def _hf():
-    try:
-        from impl.hf import compat
-    except ModuleNotFoundError as e:  # torch missing
-        raise TargetUnavailable(f"module {e.name} is not installed") from e
-    try:
-        return compat.info()
-    except compat.HFUnavailable as e:
-        raise TargetUnavailable(str(e)) from e
-
-
-class KnownFinding(RuntimeError):
-    """A case that exercises a documented finding, run on a non-strict target outside Hypothesis."""
-
-
-class HFTarget(Target):
-    """What every HF target shares: it reports transformers' and torch's versions, and unless
-    ``strict`` it leaves out the cases that hit a finding written up for the installed cache API
-    (:mod:`fuzz.hf_findings`), so a campaign explores everything else instead of re-finding it.
-
-    Subclasses set ``info`` (:func:`impl.hf.compat.info`), ``strict`` and ``finding_kind``
-    (the kind findings are listed under: ``"dynamic"``, ``"static"``, ``"mistral"``, ``"gemma2"``).
-    """
-
-    finding_kind: str
-    strict: bool = False
-
-    def versions(self) -> dict[str, str]:
-        return self.info.versions()
-
-    def known_finding(self, window: int, ops: Sequence[Op]) -> Optional[Finding]:
-        return None if self.strict else known_hit(self.finding_kind, self.info.api, window, ops)
-
-    def accepts(self, window: int, ops: Sequence[Op]) -> Optional[str]:
-        why = super().accepts(window, ops)
-        f = None if why is not None else self.known_finding(window, ops)
-        return why if f is None else f"hits known finding {f.id} ({f.doc})"
-
-    def skip_known(self, window: int, ops: Sequence[Op]) -> None:
-        """Leave out a case that hits a known finding: Hypothesis discards it; elsewhere it raises."""
-        f = self.known_finding(window, ops)
-        if f is None:
-            return
-        if currently_in_test_context():
-            reject()
-        raise KnownFinding(f"{self.name}: case hits known finding {f.id} ({f.doc}); run with strict=True to drive it")
+from fuzz.targets.base import Mismatch, RunStats, Target
+from fuzz.targets.hf import conventions as hf_conventions
+from fuzz.targets.hf.base import HFTarget, _hf
 
 
 class HFCacheTarget(HFTarget):
@@ -182,17 +129,3 @@ def make_hf_dynamic() -> Target:
 
 def make_hf_static() -> Target:
     return HFCacheTarget("static")
-
-
-def make_hf_mistral() -> Target:
-    _hf()
-    from fuzz.hf_models import make_target  # imported lazily (torch, transformers)
-
-    return make_target("mistral")
-
-
-def make_hf_gemma2() -> Target:
-    _hf()
-    from fuzz.hf_models import make_target
-
-    return make_target("gemma2")

@@ -12,30 +12,23 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
-from fuzz.targets import CacheTarget, PyRing, Target, TargetUnavailable, check_protocol
-
-
-class TargetError(ValueError):
-    """A ``--target`` value that names no usable target (a usage error: exit 2)."""
-
-
-def make_pyring() -> Target:
-    return CacheTarget("pyring", PyRing)
+from fuzz.targets.base import Target, TargetError, TargetUnavailable
+from fuzz.targets.cache import CacheTarget, check_protocol
 
 
 #: name -> ("module:function", runs on CPU). Factories are imported lazily so that a
 #: missing optional dependency only disables its own targets.
 BUILTIN: dict[str, tuple[str, bool]] = {
-    "pyring": ("fuzz.registry:make_pyring", True),
-    "ring-c": ("fuzz.ring_targets:make_ring_c", True),
-    "cuda-index": ("fuzz.cuda_targets:make_cuda_index", True),
-    "decoder": ("fuzz.decoder_target:make_decoder", True),
-    "hf-dynamic": ("fuzz.hf_targets:make_hf_dynamic", True),
-    "hf-static": ("fuzz.hf_targets:make_hf_static", True),
-    "hf-mistral": ("fuzz.hf_targets:make_hf_mistral", True),
-    "hf-gemma2": ("fuzz.hf_targets:make_hf_gemma2", True),
-    "cuda-ring": ("fuzz.cuda_targets:make_cuda_ring", False),
-    "cuda-decoder": ("fuzz.cuda_targets:make_cuda_decoder", False),
+    "pyring": ("fuzz.targets.pyring:make_pyring", True),
+    "ring-c": ("fuzz.targets.ring:make_ring_c", True),
+    "cuda-index": ("fuzz.targets.cuda_index:make_cuda_index", True),
+    "decoder": ("fuzz.targets.decoder:make_decoder", True),
+    "hf-dynamic": ("fuzz.targets.hf.caches:make_hf_dynamic", True),
+    "hf-static": ("fuzz.targets.hf.caches:make_hf_static", True),
+    "hf-mistral": ("fuzz.targets.hf.models:make_hf_mistral", True),
+    "hf-gemma2": ("fuzz.targets.hf.models:make_hf_gemma2", True),
+    "cuda-ring": ("fuzz.targets.cuda:make_cuda_ring", False),
+    "cuda-decoder": ("fuzz.targets.cuda:make_cuda_decoder", False),
 }
 
 
@@ -87,7 +80,7 @@ def resolve(spec: str) -> Target:
         return _resolve_py(spec)
     if spec.startswith("c:"):
         try:
-            from fuzz.ring_targets import make_c_library
+            from fuzz.targets.ring import make_c_library
         except ModuleNotFoundError as e:
             raise TargetError(f"{spec}: C targets are unavailable ({e})") from e
         return make_c_library(spec[2:])

@@ -5,7 +5,7 @@ One command measures what a harness costs and what it finds, and draws it:
 1. **throughput** — spec-checked steps/s and examples/s per target, in stateful
    mode (a Hypothesis campaign through :func:`fuzz.campaign.fuzz_target`, one
    start window ``W`` per cell) and in bulk mode (the C ring's trace call,
-   :func:`fuzz.bulk.measure_bulk`), over ``W``;
+   :func:`fuzz.targets.ring_bulk.measure_bulk`), over ``W``;
 2. **mutants** — examples- and seconds-to-kill per mutant, boundary-biased
    strategies versus the uniform-random baseline;
 3. **decode** — per-token decode time versus ``t`` for the ring-buffer cache and
@@ -19,7 +19,7 @@ reported as a ratio with min / median / max over the repeats. A section whose
 implementation is missing on this machine is reported as ``not available:
 <reason>`` instead of failing the run.
 
-``python -m fuzz.bench [--quick] [--out DIR]`` writes ``report.json``,
+``python -m fuzz.bench.run [--quick] [--out DIR]`` writes ``report.json``,
 ``report.md`` and PNG plots into ``DIR`` (default ``bench-out/``).
 """
 
@@ -200,14 +200,14 @@ def measure_stateful(target, window: int, seconds: float, seed: int, seed_dir: P
 
 
 #: The helpers each section measures with (imported lazily: a missing one disables only its section).
-BULK_FN = "fuzz.bulk:measure_bulk"
-MUTANTS_FN = "fuzz.mutants:run_mutants"
-DECODE_FN = "impl.decoder_bench:measure_decode"
-GPU_FN = "impl.cuda_bench:measure_decode_attention"
+BULK_FN = "fuzz.targets.ring_bulk:measure_bulk"
+MUTANTS_FN = "fuzz.killtable:run_mutants"
+DECODE_FN = "fuzz.bench.decode:measure_decode"
+GPU_FN = "fuzz.bench.gpu:measure_decode_attention"
 
 
 def section_throughput(b: Budget, seed_dir: Path, log: Callable[[str], None]) -> dict[str, Any]:
-    from fuzz import registry
+    from fuzz.targets import registry
 
     wanted = ["ring-c", "pyring"]
     skipped: dict[str, str] = {}
@@ -393,7 +393,7 @@ def section_decode(b: Budget, log: Callable[[str], None]) -> dict[str, Any]:
 
 
 def _summarise_decode(reps: list[dict], w: int, ts: list[int], reps_c: list[dict] | None = None) -> dict[str, Any]:
-    """Per-t ring / full times and KV bytes from :func:`impl.decoder_bench.measure_decode`'s ``points``."""
+    """Per-t ring / full times and KV bytes from :func:`fuzz.bench.decode.measure_decode`'s ``points``."""
     curve: dict[int, dict[str, list]] = {}
     for r in reps:
         for p in r["points"]:

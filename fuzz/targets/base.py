@@ -1,0 +1,67 @@
+"""What every target is: the :class:`Target` a campaign drives, the :class:`Mismatch` it raises, and
+the usage error :class:`TargetError` a ``--target`` value that names no usable target raises.
+
+A :class:`Target` runs one test case — a window and an op list — and raises
+:class:`Mismatch` at the first op after which it disagrees with the oracle.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from fuzz.ops import Op, Reset, format_ops
+
+
+class TargetError(ValueError):
+    """A ``--target`` value that names no usable target (a usage error: exit 2)."""
+
+
+
+class Mismatch(AssertionError):
+    """The target disagreed with the spec; the message says after which op and how."""
+
+    def __init__(self, target: str, index: int, op: Op | None, detail: str):
+        self.target, self.index, self.op, self.detail = target, index, op, detail
+        where = "after reset" if op is None else f"after op #{index} ({format_ops([op])})"
+        super().__init__(f"{target}: {where}: {detail}")
+
+
+class TargetUnavailable(RuntimeError):
+    """The target cannot run on this machine (missing library, no GPU, ...); says why."""
+
+
+@dataclass
+class RunStats:
+    steps: int = 0
+    phases: set[str] = field(default_factory=set)
+
+
+class Target(ABC):
+    """One implementation under test. ``name`` is what ``--target`` takes."""
+
+    name: str = "?"
+    #: ``cache`` targets compare contents; ``model`` targets also compare logits.
+    kind: str = "cache"
+    #: The largest window the target accepts (``None``: no limit of its own).
+    max_window: int | None = None
+    #: Largest stream length per case the campaign should generate (model targets are slower).
+    max_tokens: int | None = None
+
+    def accepts(self, window: int, ops: Sequence[Op]) -> str | None:
+        """``None`` if the case fits this target, else why not (e.g. a window above ``max_window``)."""
+        if self.max_window is None:
+            return None
+        widest = max([window] + [op.window for op in ops if isinstance(op, Reset)])
+        if widest > self.max_window:
+            return f"window {widest} exceeds {self.name}'s maximum {self.max_window}"
+        return None
+
+    @abstractmethod
+    def run(self, window: int, ops: Sequence[Op]) -> RunStats:
+        """Drive a fresh stream through ``ops``; raise :class:`Mismatch` on disagreement."""
+
+    def versions(self) -> dict[str, str]:
+        """Versions of third-party code this target exercises (for campaign reports)."""
+        return {}
