@@ -15,9 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-from fuzz.targets import registry
-from fuzz.machine import machine_info
 from fuzz import seeds as seedstore
+from fuzz.machine import machine_info
+from fuzz.targets import registry
+from fuzz.targets.base import TargetError
 from fuzz.ops import OpError, format_ops, parse_ops
 
 
@@ -45,9 +46,10 @@ def _console():
 def _list_targets() -> int:
     for t in registry.list_targets():
         status = "available" if t.available else f"unavailable: {t.reason}"
-        print(f"{t.name:14s} {'cpu' if t.cpu else 'gpu'}  {status}")
-    print("c:PATH.so      cpu  any library implementing csrc/ringkv.h")
-    print("py:MOD:CLASS   cpu  any class implementing the Python target protocol (DESIGN §4)")
+        print(f"{t.name:16s} {'cpu' if t.cpu else 'gpu'}  {status}")
+    for prefix, (_, what) in registry.FAMILIES.items():
+        arg, _, doc = what.partition(", ")
+        print(f"{prefix + arg:16s} cpu  {doc}")
     return 0
 
 
@@ -376,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         run = lambda: args.func(args)  # noqa: E731
     try:
         return run()
-    except (registry.TargetError, seedstore.SeedError, UsageError, OpError) as e:
+    except (TargetError, seedstore.SeedError, UsageError, OpError) as e:
         print(f"kvwindow: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

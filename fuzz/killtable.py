@@ -27,11 +27,11 @@ from typing import Any, Callable
 
 from fuzz.campaign import TargetResult, fuzz_target
 from fuzz.strategies import uniform_cases
-from fuzz.targets.base import TargetUnavailable
-from fuzz.targets.mutants import make_target
+from fuzz.targets import registry
+from fuzz.targets.mutants import mutant_target
 from impl.mutants.catalogue import Mutant, MutantError, catalogue, select
 
-__all__ = ["COST_METRICS", "KillResult", "Mutant", "MutantError", "catalogue", "censored_stats", "make_target",
+__all__ = ["COST_METRICS", "KillResult", "Mutant", "MutantError", "catalogue", "censored_stats",
            "median_ratio", "run_mutants", "select", "summarize"]
 
 
@@ -214,9 +214,11 @@ def run_mutants(
     for m in (mutants if mutants is not None else select(only)):
         kr = KillResult(m.name, m.bug_class, m.kind, m.reference, repeats=repeats)
         try:
-            target = make_target(m)
-        except (TargetUnavailable, MutantError) as e:
-            kr.available, kr.reason = False, f"{type(e).__name__}: {e}"
+            target, why = registry.try_build(lambda: mutant_target(m))
+        except MutantError as e:
+            target, why = None, f"{type(e).__name__}: {e}"
+        if target is None:
+            kr.available, kr.reason = False, why
             out.append(kr)
             if on_result:
                 on_result(kr)
@@ -227,7 +229,7 @@ def run_mutants(
             first = rep == 0
             uniform = uniform_cases(wmax, max_tokens=target.max_tokens, salt=s)
             t0 = time.monotonic()
-            res = fuzz_target(target if first else make_target(m), seconds=time_per, max_examples=max_examples,
+            res = fuzz_target(target if first else mutant_target(m), seconds=time_per, max_examples=max_examples,
                               window_max=window_max, seed=s, database=None, seed_dir=seeds_dir,
                               save_seed=first and seeds_dir is not None, shrink=first,
                               strategy=uniform if mode == "uniform" else None)
@@ -245,7 +247,7 @@ def run_mutants(
                     kr.seed_path = res.seed_path
             if mode == "both":
                 t0 = time.monotonic()
-                b = fuzz_target(make_target(m), seconds=time_per, max_examples=max_examples,
+                b = fuzz_target(mutant_target(m), seconds=time_per, max_examples=max_examples,
                                 window_max=window_max, seed=s, database=None, save_seed=False, shrink=False,
                                 strategy=uniform)
                 brec = run_record(b, s, t0)

@@ -19,6 +19,8 @@ import threading
 from pathlib import Path
 from typing import Any, Sequence
 
+from impl.errors import Unavailable
+
 ROOT = Path(__file__).resolve().parent.parent
 CSRC = ROOT / "csrc"
 HEADER = CSRC / "ringkv_cuda.h"
@@ -42,7 +44,7 @@ STATUS_NAMES = {
 }
 
 
-class CudaUnavailable(RuntimeError):
+class CudaUnavailable(Unavailable):
     """The CUDA ring cannot run here (no nvcc to build it, library missing, no GPU); says why."""
 
 

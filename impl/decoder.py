@@ -45,6 +45,8 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 
+from impl.errors import Unavailable
+
 __all__ = [
     "DecoderConfig", "Decoder", "FullOutput", "RingKVCache", "LayerSnapshot",
     "TorchRingStore", "ProtocolRingStore",
@@ -101,7 +103,7 @@ class CacheMismatchError(DecoderError):
     """A cache built for another config, dtype or device than the model it is used with."""
 
 
-class BackendUnavailable(RuntimeError):
+class BackendUnavailable(Unavailable):
     """A cache storage backend that cannot run here (e.g. ``impl.ring`` not built)."""
 
 

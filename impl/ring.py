@@ -19,6 +19,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from impl.errors import Unavailable
+
 DEFAULT_WIDTH = 4
 INT64_MAX = 2**63 - 1
 
@@ -89,10 +91,14 @@ _API: Backend | None = None
 
 
 def api_backend() -> Backend:
-    """The library compiled at install (``impl._ringkv``); ImportError if it was not built."""
+    """The library compiled at install (``impl._ringkv``); :class:`~impl.errors.Unavailable` if it was not built."""
     global _API
     if _API is None:
-        from impl import _ringkv  # built by setup.py from impl/_ring_build.py
+        try:
+            from impl import _ringkv  # built by setup.py from impl/_ring_build.py
+        except ImportError as e:
+            raise Unavailable(f"the C ring module impl._ringkv is not built ({e}); "
+                              "reinstall with a C compiler: pip install -e .") from e
 
         _API = Backend(_ringkv.ffi, _ringkv.lib, "impl._ringkv")
     return _API

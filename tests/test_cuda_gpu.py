@@ -253,8 +253,8 @@ def test_open_rejects_bad_configs():
 @pytest.mark.parametrize("name", ["cuda-ring", "cuda-decoder"])
 def test_short_gpu_campaign(name):
     from fuzz.campaign import fuzz_target
-    from fuzz.targets.registry import make_builtin
+    from fuzz.targets.registry import resolve
 
-    res = fuzz_target(make_builtin(name), seconds=15, max_examples=60, seed=11)
+    res = fuzz_target(resolve(name), seconds=15, max_examples=60, seed=11)
     assert res.failure is None, res.failure
     assert res.examples > 0

@@ -10,7 +10,7 @@ import torch
 
 import pyspec
 from fuzz.targets.cuda import DECODE_TOLERANCES, compare_decode, reference_decode
-from fuzz.targets.base import TargetUnavailable
+from impl.errors import Unavailable
 from fuzz.bench import gpu as cuda_bench
 
 
@@ -74,5 +74,5 @@ def test_peak_bandwidth_table_and_override(monkeypatch):
 def test_gpu_targets_say_why_they_are_unavailable(factory):
     from fuzz.targets import cuda as cuda_targets
 
-    with pytest.raises(TargetUnavailable, match="no CUDA device"):
+    with pytest.raises(Unavailable, match="no CUDA device"):
         getattr(cuda_targets, factory)()

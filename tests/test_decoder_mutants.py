@@ -31,7 +31,7 @@ def test_mutant_fails_the_properties(name):
 def test_campaign_target_kills_mutant(name, tmp_path):
     res = fuzz_target(make_decoder(name), seconds=30, max_examples=300, seed=0, database=None, seed_dir=tmp_path)
     assert res.failure is not None, f"mutant {name} survived {res.examples} examples"
-    assert res.failure.startswith("Mismatch: decoder~" + name)
+    assert res.failure.startswith("Mismatch: mutant:decoder-" + name)
 
 
 def test_unknown_mutant_is_named():

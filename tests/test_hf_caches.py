@@ -7,7 +7,8 @@ pytest.importorskip("transformers")
 from fuzz.campaign import fuzz_target  # noqa: E402
 from fuzz.targets.hf.caches import HFCacheTarget, make_hf_dynamic, make_hf_static  # noqa: E402
 from fuzz.ops import Chunk, Push  # noqa: E402
-from fuzz.targets.base import Mismatch, TargetUnavailable  # noqa: E402
+from fuzz.targets.base import Mismatch  # noqa: E402
+from impl.errors import Unavailable  # noqa: E402
 from impl.hf import compat, conventions  # noqa: E402
 
 
@@ -90,5 +91,5 @@ def test_unavailable_without_transformers(monkeypatch):
         raise compat.HFUnavailable("transformers is not installed")
 
     monkeypatch.setattr(compat, "info", missing)
-    with pytest.raises(TargetUnavailable, match="transformers is not installed"):
+    with pytest.raises(Unavailable, match="transformers is not installed"):
         make_hf_dynamic()

@@ -14,9 +14,9 @@ from fuzz import seeds
 from fuzz.cli import main
 from fuzz.ops import Chunk, Push, Reset, parse_ops
 from fuzz.strategies import uniform_case, uniform_cases
-from fuzz.targets.base import TargetUnavailable
+from impl.errors import Unavailable
 from fuzz.killtable import censored_stats, run_mutants, summarize
-from fuzz.targets.mutants import make_target
+from fuzz.targets.mutants import mutant_target
 from impl.mutants.catalogue import MutantError, apply_edit, catalogue, py_ring_mutant, select
 
 #: Examples (before shrinking) within which every mutant must die, with the fixed seed below.
@@ -72,8 +72,8 @@ BOUNDARY = {
 def test_boundary_mutant_fails_only_at_its_boundary(name):
     (m,) = select([name])
     try:
-        target = make_target(m)
-    except TargetUnavailable as e:
+        target = mutant_target(m)
+    except Unavailable as e:
         pytest.skip(str(e))
     window, hits, misses = BOUNDARY[name]
     for text in hits:
@@ -178,7 +178,7 @@ def test_a_stale_edit_fails_loudly():
         apply_edit("a = 1\n", "b = 2\n", "b = 3\n", "x.py")
     m = py_ring_mutant("broken-edit", "x", "https://github.com/x/y", "d", "no such line\n", "x\n")
     with pytest.raises(MutantError):
-        make_target(m)
+        mutant_target(m)
 
 
 def test_cli_kill_table(tmp_path, capsys):

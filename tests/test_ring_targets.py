@@ -29,7 +29,7 @@ TestRingCMachine.settings = settings(max_examples=60, stateful_step_count=40, de
 
 def test_ring_c_is_registered_and_available():
     assert registry.BUILTIN["ring-c"] == ("fuzz.targets.ring:make_ring_c", True)
-    target = registry.make_builtin("ring-c")
+    target = registry.resolve("ring-c")
     assert target.name == "ring-c" and target.width == 4
 
 

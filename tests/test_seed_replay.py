@@ -12,7 +12,6 @@ import pytest
 from fuzz import seeds
 from fuzz.targets import registry
 from fuzz.replay import replay_seed
-from fuzz.targets.base import TargetUnavailable
 
 
 def _seed_params():
@@ -31,9 +30,7 @@ def _seed_params():
 @lru_cache(maxsize=None)
 def _target(name):
     try:
-        return registry.make_builtin(name), None
-    except TargetUnavailable as e:
-        return None, str(e)
+        return registry.probe(name)
     except Exception as e:  # noqa: BLE001 - a broken factory is not this test's subject
         return None, f"{type(e).__name__}: {e}"
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fuzz.machine import machine_info
+from impl.errors import Unavailable
 
 DEFAULT_OUT = "bench-out"
 REPORT_VERSION = 1
@@ -93,10 +94,6 @@ BUDGETS = {
 
 # ---------------------------------------------------------------------------
 # Small helpers
-
-
-class Unavailable(Exception):
-    """A section or measurement cannot run here; the message says why."""
 
 
 def stats(values: list[float]) -> dict[str, Any]:
@@ -221,10 +218,11 @@ def section_throughput(b: Budget, seed_dir: Path, log: Callable[[str], None]) ->
     for name in wanted:
         if name in skipped:
             continue
-        try:
-            targets[name] = registry.resolve(name)
-        except Exception as e:  # noqa: BLE001 - TargetError and friends: report, measure the rest
-            skipped[name] = str(e)
+        target, why = registry.probe(name)
+        if target is None:
+            skipped[name] = why
+        else:
+            targets[name] = target
     if not targets:
         raise Unavailable("no CPU target is available: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
 

@@ -15,8 +15,10 @@ from fuzz.ops import Op, Reset, format_ops
 
 
 class TargetError(ValueError):
-    """A ``--target`` value that names no usable target (a usage error: exit 2)."""
+    """A ``--target`` value that names no usable target (a usage error: exit 2).
 
+    A target that exists but cannot run on this machine raises :class:`impl.errors.Unavailable`
+    instead; :func:`fuzz.targets.registry.resolve` turns that into this error for ``--target``."""
 
 
 class Mismatch(AssertionError):
@@ -26,10 +28,6 @@ class Mismatch(AssertionError):
         self.target, self.index, self.op, self.detail = target, index, op, detail
         where = "after reset" if op is None else f"after op #{index} ({format_ops([op])})"
         super().__init__(f"{target}: {where}: {detail}")
-
-
-class TargetUnavailable(RuntimeError):
-    """The target cannot run on this machine (missing library, no GPU, ...); says why."""
 
 
 @dataclass

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import importlib
+
 import numpy as np
 
 from fuzz.ops import PAYLOAD_WIDTH, Op, Push, Reset, SpecStream
-from fuzz.targets.base import Mismatch, RunStats, Target
+from fuzz.targets.base import Mismatch, RunStats, Target, TargetError
 
 PROTOCOL_METHODS = ("reset", "push", "push_chunk", "contents")
 
@@ -119,3 +121,23 @@ class AuditedCacheTarget(CacheTarget):
         problem = cache.audit(spec)
         if problem is not None:
             raise Mismatch(self.name, i, op, problem)
+
+
+def make_py_class(path: str) -> Target:
+    """``--target py:module.path:ClassName``: the user's class, checked for the protocol's methods now."""
+    spec = "py:" + path
+    mod, sep, cls = path.rpartition(":")
+    if not sep or not mod or not cls:
+        raise TargetError(f"{spec}: expected py:module.path:ClassName")
+    try:
+        module = importlib.import_module(mod)
+    except Exception as e:  # noqa: BLE001 - any import failure is the user's to see
+        raise TargetError(f"{spec}: cannot import {mod!r}: {type(e).__name__}: {e}") from e
+    factory = getattr(module, cls, None)
+    if factory is None:
+        raise TargetError(f"{spec}: module {mod!r} has no attribute {cls!r}")
+    try:
+        check_protocol(factory, spec)
+    except TypeError as e:
+        raise TargetError(str(e)) from e
+    return CacheTarget(spec, factory)

@@ -20,7 +20,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from fuzz.ops import Op, Reset, SpecStream
-from fuzz.targets.base import Mismatch, RunStats, Target, TargetUnavailable
+from fuzz.targets.base import Mismatch, RunStats, Target
+from impl.errors import Unavailable
 from fuzz.targets.cache import AuditedCacheTarget
 
 
@@ -36,19 +37,16 @@ DECODE_TOLERANCES: dict[str, dict[str, float]] = {
 
 
 def _gpu_modules():
-    """``(torch, impl.cuda_ring)`` or :class:`TargetUnavailable` with the reason."""
+    """``(torch, impl.cuda_ring)``, or :class:`~impl.errors.Unavailable` with the reason."""
     try:
         import torch
     except ImportError as e:
-        raise TargetUnavailable(f"no CUDA device: torch is not installed ({e})") from e
+        raise Unavailable(f"no CUDA device: torch is not installed ({e})") from e
     if not torch.cuda.is_available():
-        raise TargetUnavailable(f"no CUDA device: torch {torch.__version__} sees none")
+        raise Unavailable(f"no CUDA device: torch {torch.__version__} sees none")
     from impl import cuda_ring
 
-    try:
-        cuda_ring.load()
-    except cuda_ring.CudaUnavailable as e:
-        raise TargetUnavailable(f"CUDA ring library unavailable: {e}") from e
+    cuda_ring.load()  # raises CudaUnavailable (an Unavailable) naming the missing library
     return torch, cuda_ring
 
 

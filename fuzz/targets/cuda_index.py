@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from fuzz.ops import SpecStream
-from fuzz.targets.base import Target, TargetUnavailable
+from fuzz.targets.base import Target
+from impl.errors import Unavailable
 from fuzz.targets.cache import AuditedCacheTarget
 
 
@@ -32,7 +33,7 @@ def _index_lib():
     try:
         from impl._cudaindex import ffi, lib
     except ImportError as e:
-        raise TargetUnavailable(
+        raise Unavailable(
             f"impl._cudaindex is not built ({e}); reinstall with `pip install -e .` (needs a C compiler)"
         ) from e
     return ffi, lib

@@ -27,7 +27,7 @@ import torch
 from fuzz.targets.decoder_props import check_cache, check_logits
 from impl.decoder import torch_threads
 from fuzz.ops import Op, Reset, SpecStream, streams
-from fuzz.targets.base import Mismatch, RunStats, Target, TargetUnavailable
+from fuzz.targets.base import Mismatch, RunStats, Target
 from impl.decoder import Decoder, DecoderConfig, RingKVCache
 
 #: The target's model: 2 layers (layer 0 slides with the case's window, layer 1 is
@@ -124,14 +124,12 @@ class DecoderTarget(Target):
 
 def make_decoder(mutant: str | None = None, backend: str = "torch") -> Target:
     """The ``decoder`` campaign target, or the negative control ``mutant`` (a name in
-    ``impl.mutants.decoder_mutants.DECODER_MUTANTS``) wrapped the same way."""
+    ``impl.mutants.decoder_mutants.DECODER_MUTANTS``) wrapped the same way and named
+    ``mutant:decoder-NAME``, its name in the mutant catalogue (what ``--target`` resolves)."""
     if backend == "c":
-        from impl.decoder import BackendUnavailable, _c_ring_factory
+        from impl.decoder import _c_ring_factory
 
-        try:
-            _c_ring_factory()
-        except BackendUnavailable as e:
-            raise TargetUnavailable(str(e)) from e
+        _c_ring_factory()  # raises BackendUnavailable (an impl.errors.Unavailable) when the C ring is not built
     if mutant is None:
         return DecoderTarget(backend=backend, name="decoder" if backend == "torch" else f"decoder-{backend}")
     from impl.mutants.decoder_mutants import DECODER_MUTANTS
@@ -139,4 +137,4 @@ def make_decoder(mutant: str | None = None, backend: str = "torch") -> Target:
     if mutant not in DECODER_MUTANTS:
         raise KeyError(f"unknown decoder mutant {mutant!r}; known: {', '.join(DECODER_MUTANTS)}")
     m = DECODER_MUTANTS[mutant]
-    return DecoderTarget(m.model_cls, m.cache_cls, name=f"decoder~{mutant}", backend=backend)
+    return DecoderTarget(m.model_cls, m.cache_cls, name=f"mutant:decoder-{mutant}", backend=backend)

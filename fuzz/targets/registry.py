@@ -1,9 +1,16 @@
 """Which targets exist, which run here, and how ``--target`` strings resolve.
 
-Built-in targets are listed by name with the factory that builds them;
-a factory raises :class:`TargetUnavailable` with the reason when the target
-cannot run on this machine (no compiler output, no GPU, no transformers).
-``c:PATH.so`` and ``py:module.path:ClassName`` bring the user's own cache.
+* Built-in targets are listed by name (:data:`BUILTIN`) with the factory that builds them.
+* Families take the rest of the string after a prefix (:data:`FAMILIES`): ``c:PATH.so`` and
+  ``py:module.path:ClassName`` bring the user's own cache, ``mutant:NAME`` builds a mutant
+  of the catalogue.
+
+Factories are named ``"module:function"`` and imported only when used, so a
+missing optional dependency disables its own targets only. A factory raises
+:class:`impl.errors.Unavailable` when its target cannot run on this machine
+(no compiler output, no GPU, no transformers) and :class:`TargetError` when the
+string names nothing usable; :func:`probe` is the one place that turns the first
+into "unavailable here, because ...".
 """
 
 from __future__ import annotations
@@ -12,12 +19,10 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
-from fuzz.targets.base import Target, TargetError, TargetUnavailable
-from fuzz.targets.cache import CacheTarget, check_protocol
+from fuzz.targets.base import Target, TargetError
+from impl.errors import Unavailable
 
-
-#: name -> ("module:function", runs on CPU). Factories are imported lazily so that a
-#: missing optional dependency only disables its own targets.
+#: name -> ("module:function", runs on CPU).
 BUILTIN: dict[str, tuple[str, bool]] = {
     "pyring": ("fuzz.targets.pyring:make_pyring", True),
     "ring-c": ("fuzz.targets.ring:make_ring_c", True),
@@ -31,6 +36,13 @@ BUILTIN: dict[str, tuple[str, bool]] = {
     "cuda-decoder": ("fuzz.targets.cuda:make_cuda_decoder", False),
 }
 
+#: prefix -> ("module:function" taking the rest of the string, what the rest names).
+FAMILIES: dict[str, tuple[str, str]] = {
+    "c:": ("fuzz.targets.ring:make_c_library", "PATH.so, any library implementing csrc/ringkv.h"),
+    "py:": ("fuzz.targets.cache:make_py_class", "module:Class, any class implementing the Python target protocol"),
+    "mutant:": ("fuzz.targets.mutants:make_mutant", "NAME, a mutant of the catalogue (kvwindow mutants --list)"),
+}
+
 
 @dataclass
 class TargetInfo:
@@ -40,19 +52,46 @@ class TargetInfo:
     cpu: bool
 
 
-def _factory(path: str) -> Callable[[], Target]:
+def _factory(path: str) -> Callable[..., Target]:
     mod, _, fn = path.partition(":")
+    return getattr(importlib.import_module(mod), fn)
+
+
+def _build(spec: str) -> Target:
+    for prefix, (path, _) in FAMILIES.items():
+        if spec.startswith(prefix):
+            return _factory(path)(spec[len(prefix):])
+    if spec not in BUILTIN:
+        raise TargetError(f"unknown target {spec!r}; known: {', '.join(BUILTIN)}, "
+                          + ", ".join(prefix + what.split(",")[0] for prefix, (_, what) in FAMILIES.items()))
+    return _factory(BUILTIN[spec][0])()
+
+
+def probe(spec: str) -> tuple[Target | None, str | None]:
+    """``(target, None)``, or ``(None, why)`` when ``spec`` names a target that cannot run on this
+    machine. A string that names no target raises :class:`TargetError`."""
+    return try_build(lambda: _build(spec))
+
+
+def try_build(build: Callable[[], Target]) -> tuple[Target | None, str | None]:
+    """``(build(), None)``, or ``(None, why)`` when the target cannot run on this machine: the one
+    place an :class:`~impl.errors.Unavailable` (or a missing optional module) becomes a reason."""
     try:
-        module = importlib.import_module(mod)
-    except ModuleNotFoundError as e:
-        raise TargetUnavailable(f"module {e.name} is not installed") from e
-    return getattr(module, fn)
+        return build(), None
+    except Unavailable as e:
+        return None, str(e)
+    except ModuleNotFoundError as e:  # an optional dependency of the factory's module
+        return None, f"module {e.name} is not installed"
+    except (ImportError, OSError) as e:
+        return None, f"{type(e).__name__}: {e}"
 
 
-def make_builtin(name: str) -> Target:
-    if name not in BUILTIN:
-        raise TargetError(f"unknown target {name!r}; known: {', '.join(BUILTIN)}, c:PATH.so, py:module:Class")
-    return _factory(BUILTIN[name][0])()
+def resolve(spec: str) -> Target:
+    """Turn a ``--target`` value into a :class:`Target`, or raise :class:`TargetError` (exit 2)."""
+    target, why = probe(spec)
+    if target is None:
+        raise TargetError(f"target {spec!r} is not available here: {why}")
+    return target
 
 
 def list_targets() -> list[TargetInfo]:
@@ -60,52 +99,13 @@ def list_targets() -> list[TargetInfo]:
     out = []
     for name, (_, cpu) in BUILTIN.items():
         try:
-            make_builtin(name)
-            out.append(TargetInfo(name, True, "ok", cpu))
-        except TargetUnavailable as e:
-            out.append(TargetInfo(name, False, str(e), cpu))
+            target, why = probe(name)
         except Exception as e:  # noqa: BLE001 - a broken factory disables its own target only
-            out.append(TargetInfo(name, False, f"{type(e).__name__}: {e}", cpu))
+            target, why = None, f"{type(e).__name__}: {e}"
+        out.append(TargetInfo(name, target is not None, why or "ok", cpu))
     return out
 
 
 def default_targets() -> list[str]:
     """The default campaign: every CPU target that runs on this machine."""
     return [t.name for t in list_targets() if t.available and t.cpu]
-
-
-def resolve(spec: str) -> Target:
-    """Turn a ``--target`` value into a :class:`Target`, or raise :class:`TargetError`."""
-    if spec.startswith("py:"):
-        return _resolve_py(spec)
-    if spec.startswith("c:"):
-        try:
-            from fuzz.targets.ring import make_c_library
-        except ModuleNotFoundError as e:
-            raise TargetError(f"{spec}: C targets are unavailable ({e})") from e
-        return make_c_library(spec[2:])
-    try:
-        return make_builtin(spec)
-    except TargetUnavailable as e:
-        raise TargetError(f"target {spec!r} is not available here: {e}") from e
-    except (ImportError, OSError) as e:
-        raise TargetError(f"target {spec!r} is not available here: {type(e).__name__}: {e}") from e
-
-
-def _resolve_py(spec: str) -> Target:
-    path = spec[3:]
-    mod, sep, cls = path.rpartition(":")
-    if not sep or not mod or not cls:
-        raise TargetError(f"{spec}: expected py:module.path:ClassName")
-    try:
-        module = importlib.import_module(mod)
-    except Exception as e:  # noqa: BLE001 - any import failure is the user's to see
-        raise TargetError(f"{spec}: cannot import {mod!r}: {type(e).__name__}: {e}") from e
-    factory = getattr(module, cls, None)
-    if factory is None:
-        raise TargetError(f"{spec}: module {mod!r} has no attribute {cls!r}")
-    try:
-        check_protocol(factory, f"{spec}")
-    except TypeError as e:
-        raise TargetError(str(e)) from e
-    return CacheTarget(spec, factory)

@@ -11,19 +11,15 @@ import functools
 from pathlib import Path
 
 from fuzz.ops import PAYLOAD_WIDTH
-from fuzz.targets.base import Target, TargetError, TargetUnavailable
+from fuzz.targets.base import Target, TargetError
 from fuzz.targets.cache import CacheTarget
 
 
 def make_ring_c() -> Target:
     """Target ``ring-c``: the library built from ``csrc/ringkv.c`` by ``pip install``."""
-    try:
-        from impl.ring import CRing, api_backend
+    from impl.ring import CRing, api_backend
 
-        api_backend()
-    except ImportError as e:
-        raise TargetUnavailable(f"the C ring module impl._ringkv is not built ({e}); "
-                                "reinstall with a C compiler: pip install -e .") from e
+    api_backend()
     return CacheTarget("ring-c", functools.partial(CRing, PAYLOAD_WIDTH), width=PAYLOAD_WIDTH)
 
 

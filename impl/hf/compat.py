@@ -23,8 +23,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from impl.errors import Unavailable
 
-class HFUnavailable(RuntimeError):
+
+class HFUnavailable(Unavailable):
     """transformers (or the API a target needs) is not installed; the message says which."""
 
 

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from impl.errors import Unavailable
+
 ROOT = Path(__file__).resolve().parents[2]
 CSRC = ROOT / "csrc"
 
@@ -44,7 +46,7 @@ class MutantError(RuntimeError):
     """A mutant that cannot be built because its source edit no longer applies."""
 
 
-class MutantUnavailable(RuntimeError):
+class MutantUnavailable(Unavailable):
     """A mutant that cannot be built on this machine (no C source, no compiler, no torch); says why."""
 
 

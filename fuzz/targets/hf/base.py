@@ -13,19 +13,16 @@ from hypothesis import reject
 from hypothesis.control import currently_in_test_context
 
 from fuzz.ops import Op
-from fuzz.targets.base import Target, TargetUnavailable
+from fuzz.targets.base import Target
 from fuzz.targets.hf.findings import Finding, known_hit
 
 
 def _hf():
-    try:
-        from impl.hf import compat
-    except ModuleNotFoundError as e:  # torch missing
-        raise TargetUnavailable(f"module {e.name} is not installed") from e
-    try:
-        return compat.info()
-    except compat.HFUnavailable as e:
-        raise TargetUnavailable(str(e)) from e
+    """The installed transformers' :class:`~impl.hf.compat.HFInfo`; raises ``HFUnavailable`` (an
+    :class:`impl.errors.Unavailable`) without it."""
+    from impl.hf import compat
+
+    return compat.info()
 
 
 class KnownFinding(RuntimeError):
