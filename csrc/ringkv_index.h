@@ -21,6 +21,8 @@
 #define RKV_HD static inline
 #endif
 
+/* cffi:begin */
+
 /* Slot of absolute position pos. */
 RKV_HD int64_t rkv_slot(int64_t pos, int64_t w) { return pos % w; }
 
@@ -83,5 +85,7 @@ RKV_HD int64_t rkv_cache_row(int64_t b, int64_t l, int64_t h, int64_t s,
                              int64_t L, int64_t hkv, int64_t w) {
   return ((b * L + l) * hkv + h) * w + s;
 }
+
+/* cffi:end */
 
 #endif /* RINGKV_INDEX_H */

@@ -9,27 +9,42 @@ arithmetic against pyspec on every machine (no GPU, no nvcc needed).
 Besides the header's functions, the ``rkvh_*_plan`` functions below are the kernels'
 index loops written sequentially: what all threads of ``append_chunk_kernel``,
 ``gather_kernel`` and ``decode_kernel`` compute, enumerated by one loop calling the
-same header functions. Run by ``pip install`` through setup.py (name ``_*_build.py``);
-imports nothing beyond the stdlib and cffi.
+same header functions. The header's declarations are read between its ``cffi:begin`` /
+``cffi:end`` markers, as ``impl/_ring_build.py`` does for ``ringkv.h``. Run by ``pip install``
+through setup.py (name ``_*_build.py``); imports nothing beyond the stdlib and cffi.
 """
+
+import importlib.util
+import re
+from pathlib import Path
 
 from cffi import FFI
 
-CDEF = """
-int64_t rkv_slot(int64_t pos, int64_t w);
-int64_t rkv_len(int64_t n, int64_t w);
-int64_t rkv_oldest(int64_t n, int64_t w);
-int64_t rkv_logical_slot(int64_t n, int64_t w, int64_t i);
-int64_t rkv_chunk_first_kept(int64_t k, int64_t w);
-int rkv_in_window(int64_t w, int64_t t, int64_t p);
-int64_t rkv_chunk_kept(int64_t k, int64_t w);
-int64_t rkv_chunk_src(int64_t k, int64_t w, int64_t i);
-int64_t rkv_chunk_dst(int64_t pos0, int64_t k, int64_t w, int64_t i);
-int rkv_slot_valid(int64_t n, int64_t w, int64_t s);
-int64_t rkv_slot_pos(int64_t n, int64_t w, int64_t s);
-void rkv_split_range(int64_t len, int64_t nsplit, int64_t j, int64_t *lo, int64_t *hi);
-int64_t rkv_cache_row(int64_t b, int64_t l, int64_t h, int64_t s, int64_t L, int64_t hkv, int64_t w);
 
+def _ring_build():
+    """The sibling build hook ``impl/_ring_build.py``, loaded by path (pip runs build hooks as files,
+    with no package on ``sys.path``)."""
+    path = Path(__file__).resolve().with_name("_ring_build.py")
+    spec = importlib.util.spec_from_file_location("_kvwindow_ring_build", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def header_declarations(header: Path | None = None) -> str:
+    """A prototype for every function ``csrc/ringkv_index.h`` defines between its
+    ``cffi:begin`` / ``cffi:end`` markers (``RKV_HD int64_t rkv_len(...) { ... }`` becomes
+    ``int64_t rkv_len(...);``), so the binding cannot drift from the header."""
+    rb = _ring_build()
+    text = rb.between_markers(header if header is not None else rb.CSRC / "ringkv_index.h")
+    sigs = [" ".join(m.split()) + ";" for m in re.findall(r"RKV_HD\s+([^{};]*?\))\s*\{", text, flags=re.S)]
+    if not sigs:
+        raise RuntimeError("csrc/ringkv_index.h: no RKV_HD function between the cffi markers")
+    return "\n".join(sigs) + "\n"
+
+
+#: The kernels' index loops, defined in SOURCE below.
+PLAN_DECLARATIONS = """
 int64_t rkvh_append_plan(int64_t pos0, int64_t k, int64_t w, int64_t *src, int64_t *dst, int64_t cap);
 int64_t rkvh_gather_plan(int64_t n, int64_t w, int64_t *slots);
 int64_t rkvh_decode_plan(int64_t n, int64_t w, int64_t nsplit, int64_t *slots, int64_t cap);
@@ -74,7 +89,7 @@ static int64_t rkvh_decode_plan(int64_t n, int64_t w, int64_t nsplit, int64_t *s
 """
 
 ffibuilder = FFI()
-ffibuilder.cdef(CDEF)
+ffibuilder.cdef(header_declarations() + PLAN_DECLARATIONS)
 ffibuilder.set_source(
     "impl._cudaindex",
     SOURCE,

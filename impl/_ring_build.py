@@ -1,27 +1,105 @@
-"""cffi API-mode build of the C ring (``impl._ringkv``), run by ``pip install`` via setup.py.
+"""How the C ring of ``csrc/`` is built: at install (cffi API mode, ``impl._ringkv``) and on demand
+(a shared library from ``csrc/ringkv.c``, optionally with one line edited).
 
 The declarations are read from ``csrc/ringkv.h`` (between its ``cffi:begin`` /
 ``cffi:end`` markers) rather than copied, so the binding cannot drift from the
 header; ``impl.ring`` reuses :func:`cdef` for ABI mode (``--target c:PATH.so``).
-This file must import nothing beyond the stdlib and cffi: it runs in pip's
-isolated build environment.
+:func:`compile_ring_library` is the one Makefile-free recipe for a shared
+library (the mutants, the tests and users' deliberately broken copies use it);
+``csrc/Makefile`` builds the C test drivers and the sanitizer libraries.
+
+This file must import nothing beyond the stdlib and cffi: setup.py runs it in
+pip's isolated build environment (every ``impl/_*_build.py`` is a build hook).
 """
 
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 from cffi import FFI
 
 ROOT = Path(__file__).resolve().parent.parent
-CSRC = ROOT / "csrc"
+#: The C sources: ``impl/csrc/`` in an installed wheel, ``csrc/`` at the repository root.
+CSRC = next((d for d in (Path(__file__).resolve().parent / "csrc", ROOT / "csrc") if (d / "ringkv.h").is_file()),
+            ROOT / "csrc")
+#: Compiler flags of every build of ringkv.c (the install-time module and compile_ring_library).
+CFLAGS = ["-O2", "-std=c11"]
+#: What a copy of the ring needs: the one translation unit and the headers it includes.
+SOURCES = ("ringkv.c", "ringkv.h", "ringkv_index.h")
+
+
+class CompileError(RuntimeError):
+    """The C compiler rejected the (possibly edited) ring; the message holds its output."""
+
+
+class NoCompiler(FileNotFoundError):
+    """No C compiler on PATH (``$CC``, ``cc``, ``gcc`` or ``clang``)."""
+
+
+def between_markers(header: Path, begin: str = "/* cffi:begin */", end: str = "/* cffi:end */") -> str:
+    """The text of ``header`` between its two markers (what cffi is given to parse)."""
+    text = header.read_text()
+    a, b = text.find(begin), text.find(end)
+    if a < 0 or b < a:
+        raise RuntimeError(f"{header}: missing the {begin} ... {end} markers")
+    return text[a + len(begin):b]
 
 
 def cdef(header: Path = CSRC / "ringkv.h") -> str:
     """The plain C declarations of ``ringkv.h``."""
-    text = header.read_text()
-    begin, end = text.find("/* cffi:begin */"), text.find("/* cffi:end */")
-    if begin < 0 or end < begin:
-        raise RuntimeError(f"{header}: missing the /* cffi:begin */ ... /* cffi:end */ markers")
-    return text[begin + len("/* cffi:begin */"):end]
+    return between_markers(header)
+
+
+def replace_once(text: str, old: str, new: str, where: str) -> str:
+    """``text`` with the one occurrence of ``old`` replaced by ``new``; ``ValueError`` when ``old`` is
+    missing or ambiguous, so a drifted source fails loudly instead of yielding an unedited copy."""
+    count = text.count(old)
+    if count != 1:
+        raise ValueError(f"{where}: expected exactly one occurrence of {old.strip()!r}, found {count}")
+    return text.replace(old, new)
+
+
+def compiler() -> str:
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        raise NoCompiler("no C compiler ($CC, cc, gcc or clang) on PATH")
+    return cc
+
+
+def compile_ring_library(dest: str | Path, *, replace: tuple[str, str] | None = None,
+                         file: str = "ringkv.c") -> Path:
+    """Compile ``csrc/ringkv.c`` into the shared library ``dest`` (written atomically).
+
+    ``replace=(old, new)`` edits ``file`` (``ringkv.c`` or one of its headers) first — how tests,
+    mutants and users build a deliberately broken copy the campaign must catch; ``old`` must occur
+    exactly once. The copy is compiled in a temporary directory, so nothing but ``dest`` is written.
+    Raises :class:`NoCompiler`, ``ValueError`` (a stale edit) or :class:`CompileError`.
+    """
+    if file not in SOURCES:
+        raise ValueError(f"file must be one of {', '.join(SOURCES)}, got {file!r}")
+    cc = compiler()
+    dest = Path(dest)
+    with tempfile.TemporaryDirectory(prefix="kvwindow-ring-") as tmp:
+        work = Path(tmp)
+        for name in SOURCES:
+            text = (CSRC / name).read_text()
+            if replace is not None and name == file:
+                text = replace_once(text, *replace, where=str(CSRC / name))
+            (work / name).write_text(text)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        part = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+        proc = subprocess.run([cc, *CFLAGS, "-fPIC", "-shared", f"-I{work}", str(work / "ringkv.c"),
+                               "-o", str(part)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            part.unlink(missing_ok=True)
+            edited = f" (with {file} edited)" if replace is not None else ""
+            raise CompileError(f"{cc} failed on ringkv.c{edited}:\n{proc.stderr.strip()[:2000]}")
+        os.replace(part, dest)
+    return dest
 
 
 ffibuilder = FFI()
@@ -32,7 +110,7 @@ ffibuilder.set_source(
     # Relative paths: setuptools runs this from the project root and rejects absolute sources.
     sources=["csrc/ringkv.c"],
     include_dirs=["csrc"],
-    extra_compile_args=["-O2", "-std=c11"],
+    extra_compile_args=CFLAGS,
 )
 
 if __name__ == "__main__":

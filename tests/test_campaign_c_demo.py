@@ -24,12 +24,14 @@ def _kvwindow(*argv):
 
 
 def test_injected_c_bug_found_saved_replayed_and_survives_restart(tmp_path, capsys):
+    from impl._ring_build import compile_ring_library
+
     rt = pytest.importorskip("fuzz.targets.ring", reason="the C ring targets have not landed")
     try:
-        real = rt.compile_ring_library(tmp_path / "real.so")
+        real = compile_ring_library(tmp_path / "real.so")
         # The bug: a slot is stamped with the cache length instead of the token's absolute position.
-        buggy = rt.compile_ring_library(tmp_path / "buggy.so",
-                                        replace=("  r->pos[s] = pos;\n", "  r->pos[s] = rkv_len(r->n, r->w);\n"))
+        buggy = compile_ring_library(tmp_path / "buggy.so",
+                                     replace=("  r->pos[s] = pos;\n", "  r->pos[s] = rkv_len(r->n, r->w);\n"))
     except FileNotFoundError as e:
         pytest.skip(f"no C compiler: {e}")
     sd = tmp_path / "seeds"

@@ -185,3 +185,30 @@ def test_cuda_index_target_catches_broken_index_math(monkeypatch, overrides, win
     monkeypatch.setattr(cuda_targets, "_index_lib", lambda: (ffi, _Proxy(**overrides)))
     with pytest.raises(Mismatch):
         cuda_targets.make_cuda_index().run(window, ops)
+
+
+# -- the binding is the header ----------------------------------------------------
+
+
+def test_binding_declares_every_header_function():
+    """impl._cudaindex's declarations are read from csrc/ringkv_index.h, one per RKV_HD function."""
+    import re
+
+    from impl import _cudaindex_build as build
+    from impl._ring_build import CSRC
+
+    text = (CSRC / "ringkv_index.h").read_text()
+    defined = re.findall(r"RKV_HD\s+\w+\s+(rkv_\w+)\(", text)
+    declared = re.findall(r"\b(rkv_\w+)\(", build.header_declarations())
+    assert declared == defined and len(defined) >= 13
+    for name in defined:
+        assert callable(getattr(lib, name))
+
+
+def test_binding_without_markers_fails_loudly(tmp_path):
+    from impl import _cudaindex_build as build
+
+    bare = tmp_path / "ringkv_index.h"
+    bare.write_text("RKV_HD int64_t rkv_len(int64_t n, int64_t w) { return n; }\n")
+    with pytest.raises(RuntimeError, match="cffi:begin"):
+        build.header_declarations(bare)

@@ -109,7 +109,7 @@ def test_measure_bulk_reports_rate():
     (("const int64_t len = rkv_len(r->n, w);", "const int64_t len = rkv_len(r->n - 1, w);"), "the window is"),
 ])
 def test_bulk_catches_broken_copies(tmp_path, edit, what):
-    from fuzz.targets.ring import compile_ring_library
+    from impl._ring_build import compile_ring_library
 
     backend = load_library(compile_ring_library(tmp_path / "libbroken.so", replace=edit))
     with pytest.raises(bulk.BulkMismatch, match=f"W=5: after push #\\d+ .*{what}"):

@@ -55,7 +55,7 @@ def test_valgrind_burst(built):
 
 def test_driver_catches_a_broken_ring(built, tmp_path):
     """The burst is not vacuous: the driver fails against a ring that drops one chunk entry."""
-    from fuzz.targets.ring import compile_ring_library
+    from impl._ring_build import compile_ring_library
 
     lib = compile_ring_library(tmp_path / "libringkv.so", replace=(
         "rkv_chunk_first_kept(n, r->w)", "rkv_chunk_first_kept(n, r->w - 1)"))

@@ -15,7 +15,7 @@ from hypothesis import Phase, settings
 from fuzz.targets import registry
 from fuzz.campaign import fuzz_target
 from fuzz.targets.ring_machine import ring_c_machine, ring_machine
-from fuzz.targets.ring import compile_ring_library
+from impl._ring_build import CSRC, compile_ring_library
 
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
                               reason="no C compiler: cannot build library copies")
@@ -97,16 +97,21 @@ def test_c_target_not_a_library(tmp_path):
 @needs_cc
 def test_c_target_missing_symbol_is_named(tmp_path):
     # Drop ringkv_checksum from a copy: the error must name exactly that symbol.
-    src = tmp_path / "partial.c"
-    text = (compile_ring_library.__globals__["CSRC"] / "ringkv.c").read_text()
+    text = (CSRC / "ringkv.c").read_text()
     start = text.index("int ringkv_checksum(")
     end = text.index("}\n", start) + 2
-    src.write_text(text[:start] + text[end:])
-    lib = compile_ring_library(tmp_path / "libpartial.so", source=src)
+    lib = compile_ring_library(tmp_path / "libpartial.so", replace=(text[start:end], ""))
     with pytest.raises(registry.TargetError, match="does not export ringkv_checksum"):
         registry.resolve(f"c:{lib}")
 
 
 def test_compile_helper_rejects_a_stale_edit(tmp_path):
-    with pytest.raises(ValueError, match="occurs 0 times"):
+    with pytest.raises(ValueError, match="found 0"):
         compile_ring_library(tmp_path / "x.so", replace=("no such line", "x"))
+
+
+@needs_cc
+def test_compile_helper_leaves_only_the_library(tmp_path):
+    lib = compile_ring_library(tmp_path / "out" / "libcopy.so", replace=BROKEN_CHUNK)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["libcopy.so"]
+    assert lib == tmp_path / "out" / "libcopy.so"

@@ -1,6 +1,6 @@
 """The C ring as fuzz targets: ``ring-c`` (compiled at install) and ``c:PATH.so`` (bring your own).
 
-Both are :class:`fuzz.targets.CacheTarget` over :class:`impl.ring.CRing`, so
+Both are :class:`~fuzz.targets.cache.CacheTarget` over :class:`impl.ring.CRing`, so
 they run the same op loop and the same contents check as every other cache;
 ``c:PATH.so`` only swaps the backend for a library loaded in cffi ABI mode.
 """
@@ -44,39 +44,3 @@ def make_c_library(path: str) -> Target:
     except LibraryError as e:
         raise TargetError(f"c:{path}: {e}") from e
     return CacheTarget(f"c:{path}", functools.partial(CRing, PAYLOAD_WIDTH, backend=backend), width=PAYLOAD_WIDTH)
-
-
-CSRC = Path(__file__).resolve().parents[2] / "csrc"
-
-
-def compile_ring_library(dest: str | Path, *, replace: tuple[str, str] | None = None,
-                         cc: str | None = None, source: str | Path | None = None) -> Path:
-    """Compile ``csrc/ringkv.c`` (or ``source``) into the shared library ``dest``.
-
-    ``replace=(old, new)`` edits one line first — how tests and users build a
-    deliberately broken copy the campaign must catch; it must match exactly once,
-    so a drifted source fails loudly instead of yielding an unbroken "mutant".
-    Raises ``RuntimeError`` with the compiler's output, ``FileNotFoundError`` without a compiler.
-    """
-    import shutil
-    import subprocess
-
-    cc = cc or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        raise FileNotFoundError("no C compiler (cc, gcc or clang) on PATH")
-    dest = Path(dest)
-    src = Path(source) if source is not None else CSRC / "ringkv.c"
-    text = src.read_text()
-    if replace is not None:
-        old, new = replace
-        if text.count(old) != 1:
-            raise ValueError(f"{src}: {old!r} occurs {text.count(old)} times, expected exactly once")
-        text = text.replace(old, new)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    work = dest.parent / (dest.stem + "_src.c")
-    work.write_text(text)
-    proc = subprocess.run([cc, "-O2", "-std=c11", "-fPIC", "-shared", f"-I{CSRC}", str(work), "-o", str(dest)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{cc} failed on {work}:\n{proc.stderr}")
-    return dest

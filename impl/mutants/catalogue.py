@@ -29,17 +29,13 @@ import hashlib
 import importlib
 import inspect
 import os
-import shutil
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from impl import _ring_build as ring_build
 from impl.errors import Unavailable
-
-ROOT = Path(__file__).resolve().parents[2]
-CSRC = ROOT / "csrc"
 
 
 class MutantError(RuntimeError):
@@ -70,12 +66,11 @@ class Mutant:
 
 
 def apply_edit(source: str, old: str, new: str, where: str) -> str:
-    """Replace the one occurrence of ``old`` with ``new``; fail loudly when it is missing or ambiguous."""
-    count = source.count(old)
-    if count != 1:
-        raise MutantError(f"{where}: expected exactly one occurrence of {old.strip()!r}, found {count}; "
-                          "the implementation changed, update the mutant")
-    return source.replace(old, new)
+    """Replace the one occurrence of ``old`` with ``new``; :class:`MutantError` when it is missing or ambiguous."""
+    try:
+        return ring_build.replace_once(source, old, new, where)
+    except ValueError as e:
+        raise MutantError(f"{e}; the implementation changed, update the mutant") from e
 
 
 # ---------------------------------------------------------------------------
@@ -114,41 +109,28 @@ def cache_dir() -> Path:
 
 
 def build_c_mutant(name: str, file: str, old: str, new: str) -> Path:
-    """Copy ``csrc/ringkv.c`` and its headers, apply the edit to ``file``, compile a shared library.
+    """``csrc/ringkv.c`` with the edit applied to ``file``, compiled by
+    :func:`impl._ring_build.compile_ring_library` into a cache directory.
 
-    The library lands in a directory named by the hash of the mutated sources,
-    so an unchanged mutant is compiled once and a changed ring is recompiled.
+    The library's directory is named by the hash of the edit and of the sources it
+    applies to, so an unchanged mutant is compiled once and a changed ring is recompiled.
     """
-    ring_c = CSRC / "ringkv.c"
-    if not ring_c.exists():
-        raise MutantUnavailable("csrc/ringkv.c is not present (the C ring has not landed)")
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        raise MutantUnavailable("no C compiler (cc/gcc) on PATH")
-    sources = {p.name: p.read_text() for p in [ring_c, *sorted(CSRC.glob("*.h"))]}
-    if file not in sources:
-        raise MutantError(f"mutant {name}: csrc/{file} does not exist")
-    sources[file] = apply_edit(sources[file], old, new, f"mutant {name} (csrc/{file})")
-    digest = hashlib.sha256(repr(sorted(sources.items())).encode()).hexdigest()[:16]
-    out = cache_dir() / f"{name}-{digest}"
-    lib = out / "libringkv_mutant.so"
+    if not (ring_build.CSRC / "ringkv.c").exists():
+        raise MutantUnavailable(f"{ring_build.CSRC / 'ringkv.c'} is not present")
+    if file not in ring_build.SOURCES:
+        raise MutantError(f"mutant {name}: csrc/{file} is not a source of the C ring")
+    sources = sorted((n, (ring_build.CSRC / n).read_text()) for n in ring_build.SOURCES)
+    apply_edit(dict(sources)[file], old, new, f"mutant {name} (csrc/{file})")  # a stale edit fails here
+    digest = hashlib.sha256(repr((file, old, new, sources)).encode()).hexdigest()[:16]
+    lib = cache_dir() / f"{name}-{digest}" / "libringkv_mutant.so"
     if lib.exists():
         return lib
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    tmp.mkdir(parents=True, exist_ok=True)
-    for fname, text in sources.items():
-        (tmp / fname).write_text(text)
-    cmd = [cc, "-O1", "-std=c11", "-shared", "-fPIC", "-I", str(tmp), "-o", str(tmp / lib.name),
-           str(tmp / "ringkv.c")]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise MutantError(f"mutant {name}: compiling failed: {proc.stderr.strip()[:500]}")
     try:
-        os.replace(tmp, out)
-    except OSError:  # another process built it first
-        shutil.rmtree(tmp, ignore_errors=True)
-    return lib
+        return ring_build.compile_ring_library(lib, replace=(old, new), file=file)
+    except ring_build.NoCompiler as e:
+        raise MutantUnavailable(str(e)) from e
+    except ring_build.CompileError as e:
+        raise MutantError(f"mutant {name}: {e}") from e
 
 
 def c_ring_mutant(name: str, bug_class: str, reference: str, description: str, file: str,
