@@ -16,18 +16,19 @@ seen so far and saves it as the seed.
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
-
 import random
+import time
+from typing import Callable
 
 from hypothesis import HealthCheck, Phase, Verbosity, example, given, seed as hyp_seed, settings
 from hypothesis.database import ExampleDatabase
 
 from fuzz import seeds as seedstore
-from fuzz.ops import PHASES, Chunk, Push, Reset, format_ops
-from fuzz.strategies import boundary_tours, cases
+from fuzz.config import CampaignConfig
+from fuzz.ops import Case, Chunk, Push, Reset
+from fuzz.replay import replay_hint
+from fuzz.results import Failure, TargetResult
+from fuzz.strategies import boundary_tours, cases, uniform_cases
 from fuzz.targets.base import Target
 
 BATCH = 100
@@ -37,125 +38,35 @@ class _Stop(KeyboardInterrupt):
     """Raised inside the test function to end a campaign: the budget is spent or a stop was requested."""
 
 
-@dataclass
-class Failure:
-    """One bug a campaign found: the error, the shrunk case and where its seed lives."""
-
-    target: str
-    error: str
-    window: int
-    ops: str
-    seed_id: str | None = None
-    seed_path: str | None = None
-    replay: str | None = None
-    created: bool = True
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass
-class TargetResult:
-    name: str
-    examples: int = 0
-    steps: int = 0
-    seconds: float = 0.0
-    phases: dict[str, int] = field(default_factory=lambda: {p: 0 for p in PHASES})
-    failure: str | None = None
-    seed_id: str | None = None
-    seed_path: str | None = None
-    replay: str | None = None
-    versions: dict[str, str] = field(default_factory=dict)
-    #: Examples (and seconds) until the first failing example, before shrinking.
-    examples_to_fail: int | None = None
-    seconds_to_fail: float | None = None
-    steps_to_fail: int | None = None
-    #: The shrunk failing case, as text (``push chunk:5 reset:3``) and its window.
-    fail_window: int | None = None
-    fail_ops: str | None = None
-    failures: list[Failure] = field(default_factory=list)
-    interrupted: bool = False
-    done: bool = False
-    workers: int = 1
-    campaign_seed: int | None = None
-
-    @property
-    def examples_per_s(self) -> float:
-        return self.examples / self.seconds if self.seconds else 0.0
-
-    @property
-    def steps_per_s(self) -> float:
-        return self.steps / self.seconds if self.seconds else 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "examples": self.examples,
-            "steps": self.steps,
-            "seconds": round(self.seconds, 3),
-            "examples_per_s": round(self.examples_per_s, 1),
-            "steps_per_s": round(self.steps_per_s, 1),
-            "phases": dict(self.phases),
-            "failures": [f.to_json() for f in self.failures],
-            "examples_to_fail": self.examples_to_fail,
-            "seconds_to_fail": self.seconds_to_fail,
-            "steps_to_fail": self.steps_to_fail,
-            "versions": dict(self.versions),
-            "interrupted": self.interrupted,
-            "workers": self.workers,
-            "campaign_seed": self.campaign_seed,
-        }
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "TargetResult":
-        r = cls(d["name"], examples=d["examples"], steps=d["steps"], seconds=d["seconds"],
-                phases=dict(d["phases"]), versions=dict(d.get("versions", {})),
-                examples_to_fail=d.get("examples_to_fail"), seconds_to_fail=d.get("seconds_to_fail"),
-                steps_to_fail=d.get("steps_to_fail"),
-                interrupted=d.get("interrupted", False), workers=d.get("workers", 1),
-                campaign_seed=d.get("campaign_seed"))
-        r.failures = [Failure(**f) for f in d.get("failures", [])]
-        r.adopt_first_failure()
-        return r
-
-    def adopt_first_failure(self) -> None:
-        """Fill the flat fields (``failure``, ``seed_id``, ... ``fail_ops``) from ``failures[0]``:
-        what a result rebuilt from JSON or merged from workers shows as its failure."""
-        if self.failures:
-            f = self.failures[0]
-            self.failure, self.seed_id, self.seed_path, self.replay = f.error, f.seed_id, f.seed_path, f.replay
-            self.fail_window, self.fail_ops = f.window, f.ops
-
-
 def fuzz_target(
     target: Target,
+    config: CampaignConfig,
     *,
-    seconds: float,
-    max_examples: int | None = None,
-    window_max: int = 16,
-    seed: int | None = None,
+    seconds: float | None = None,
     database: ExampleDatabase | None = None,
-    seed_dir=None,
     on_progress: Callable[[TargetResult], None] | None = None,
-    strategy=None,
     stop: Callable[[], bool] | None = None,
-    save_seed: bool = True,
-    shrink: bool = True,
 ) -> TargetResult:
-    """Fuzz ``target`` until ``seconds`` pass, ``max_examples`` run, it fails, or ``stop()`` is true.
+    """Fuzz ``target`` as ``config`` says until ``seconds`` (default ``config.seconds``) pass,
+    ``config.max_examples`` run, it fails, or ``stop()`` is true.
 
     A ``KeyboardInterrupt`` ends the campaign cleanly: the result says
     ``interrupted`` and keeps whatever failure was found so far (saved as a seed).
     """
+    seconds = config.seconds if seconds is None else seconds
+    max_examples = config.max_examples
     res = TargetResult(target.name, versions=target.versions())
-    if seed is None:  # a campaign is always reproducible: draw its seed and report it
-        seed = random.SystemRandom().randrange(2**32)
-    res.campaign_seed = seed
-    wmax = min(window_max, target.max_window or window_max)
-    strat = strategy if strategy is not None else cases(wmax, max_tokens=target.max_tokens)
-    # The default strategy starts from the boundary tours (explicit examples, first batch only).
-    tours = [] if strategy is not None else [
-        c for c in boundary_tours(wmax, target.max_tokens) if target.accepts(*c) is None]
+    campaign_seed = config.campaign_seed
+    if campaign_seed is None:  # a campaign is always reproducible: draw its seed and report it
+        campaign_seed = random.SystemRandom().randrange(2**32)
+    res.campaign_seed = campaign_seed
+    wmax = min(config.window_max, target.window_max or config.window_max)
+    start_window = None if config.start_window is None else min(config.start_window, wmax)
+    if config.tester == "uniform":
+        strat, tours = uniform_cases(wmax, max_tokens=target.max_tokens, salt=campaign_seed), []
+    else:  # the boundary-biased strategies, starting from the boundary tours (first batch only)
+        strat = cases(wmax, max_tokens=target.max_tokens, start_window=start_window)
+        tours = [c for c in boundary_tours(wmax, target.max_tokens) if target.accepts(c) is None]
     last: dict = {}
     state = {"failing": False, "smallest": None}
     start = time.monotonic()
@@ -166,23 +77,22 @@ def fuzz_target(
             if now >= seconds or (max_examples is not None and res.examples >= max_examples) \
                     or (stop is not None and stop()):
                 raise _Stop()
-        window, ops = case
         last["case"] = case
         try:
-            stats = target.run(window, ops)
+            stats = target.run(case)
         except Exception:
             res.examples += 1
             if not state["failing"]:
                 state["failing"] = True
                 res.examples_to_fail = res.examples
                 res.seconds_to_fail = round(time.monotonic() - start, 4)
-                res.steps_to_fail = res.steps + sum(op.tokens for op in ops)
+                res.tokens_to_fail = res.tokens + case.tokens
             small = state["smallest"]
             if small is None or _size(case) <= _size(small):
                 state["smallest"] = case
             raise
         res.examples += 1
-        res.steps += stats.steps
+        res.tokens += stats.tokens
         for p in stats.phases:
             res.phases[p] += 1
         res.seconds = time.monotonic() - start
@@ -218,11 +128,11 @@ def fuzz_target(
                 database=database,
                 derandomize=False,
                 suppress_health_check=list(HealthCheck),
-                phases=[Phase.explicit, Phase.reuse, Phase.generate] + ([Phase.shrink] if shrink else []),
+                phases=[Phase.explicit, Phase.reuse, Phase.generate] + ([Phase.shrink] if config.shrink else []),
                 print_blob=False,
                 report_multiple_bugs=False,
                 verbosity=Verbosity.quiet,
-            )(hyp_seed(seed * 1_000_003 + batch)(batch_test(tours if batch == 0 else [])))
+            )(hyp_seed(campaign_seed * 1_000_003 + batch)(batch_test(tours if batch == 0 else [])))
             batch += 1
             try:
                 run()
@@ -242,48 +152,48 @@ def fuzz_target(
         if last["case"] in tours:  # explicit examples are not shrunk by Hypothesis: reduce them here
             last["case"] = reduce_case(target, last["case"], type(error))
             try:  # the reduced case's own message
-                target.run(*last["case"])
+                target.run(last["case"])
             except Exception as e:  # noqa: BLE001
                 error = e
-        _record_failure(res, target, error, last["case"], seed, seed_dir, save_seed)
+        _record_failure(res, target, error, last["case"], campaign_seed, config)
     res.seconds = time.monotonic() - start
     res.done = True
     return res
 
 
-def reduce_case(target: Target, case, error_type: type, budget: int = 2000):
+def reduce_case(target: Target, case: Case, error_type: type, budget: int = 2000) -> Case:
     """Greedy delta-debugging of a failing case: drop ops, shrink chunks, narrow windows.
 
     Hypothesis shrinks what it generated, but not explicit examples (the boundary
     tours); this gives their failures the same small, readable seeds. A candidate
     is kept only if it still fails with the same exception type.
     """
-    def fails(c) -> bool:
+    def fails(c: Case) -> bool:
         try:
-            target.run(*c)
+            target.run(c)
         except error_type:
             return True
         except Exception:  # noqa: BLE001 - another failure is another bug, not this one
             return False
         return False
 
-    def candidates(c):
-        window, ops = c
+    def candidates(c: Case):
+        window, ops = c.window, list(c.ops)
         if ops and isinstance(ops[0], Reset):
-            yield ops[0].window, ops[1:]
+            yield Case(ops[0].window, ops[1:])
         for i in range(len(ops)):
-            yield window, ops[:i] + ops[i + 1:]
+            yield Case(window, ops[:i] + ops[i + 1:])
         for i, op in enumerate(ops):
             if isinstance(op, Chunk):
                 for n in sorted({0, 1, op.n // 2, op.n - 1}):
                     if n < op.n:
-                        yield window, ops[:i] + [Push() if n == 1 else Chunk(n)] + ops[i + 1:]
+                        yield Case(window, ops[:i] + [Push() if n == 1 else Chunk(n)] + ops[i + 1:])
             elif isinstance(op, Reset) and op.window > 1:
-                yield window, ops[:i] + [Reset(op.window - 1)] + ops[i + 1:]
+                yield Case(window, ops[:i] + [Reset(op.window - 1)] + ops[i + 1:])
         if window > 1:
-            yield window - 1, ops
+            yield Case(window - 1, ops)
 
-    best = (case[0], list(case[1]))
+    best = case
     improved = True
     while improved and budget > 0:
         improved = False
@@ -297,32 +207,27 @@ def reduce_case(target: Target, case, error_type: type, budget: int = 2000):
     return best
 
 
-def _size(case) -> tuple[int, int]:
-    window, ops = case
-    return (len(ops), window)
+def _size(case: Case) -> tuple[int, int]:
+    return (len(case.ops), case.window)
 
 
-def _record_failure(res: TargetResult, target: Target, error: BaseException, case, seed, seed_dir,
-                    save: bool) -> None:
-    window, ops = case
+def _record_failure(res: TargetResult, target: Target, error: BaseException, case: Case, campaign_seed: int,
+                    config: CampaignConfig) -> None:
     msg = f"{type(error).__name__}: {error}"
     if isinstance(error, KeyboardInterrupt):
         # Interrupted mid-shrink: re-run the smallest failing case to get its own message.
         try:
-            target.run(window, ops)
+            target.run(case)
             msg = "failure found, but the smallest case no longer fails (flaky target?)"
         except Exception as e:  # noqa: BLE001
             msg = f"{type(e).__name__}: {e}"
-    text = format_ops(ops)
-    fail = Failure(target.name, msg[:2000], window, text)
-    if save:
+    fail = Failure(target.name, msg[:2000], case)
+    if config.save_seeds:
         found = {"target": target.name, "error": msg[:500],
-                 "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "campaign_seed": seed}
-        s = seedstore.Seed(window, list(ops), found)
-        path, created = seedstore.save_seed(s, seed_dir if seed_dir is not None else seedstore.SEED_DIR)
+                 "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "campaign_seed": campaign_seed}
+        s = seedstore.Seed(case, found)
+        path, created = seedstore.save_seed(s, config.seeds_dir if config.seeds_dir is not None
+                                            else seedstore.SEED_DIR)
         fail.seed_id, fail.seed_path, fail.created = s.id, str(path), created
-        fail.replay = f"kvwindow replay {path} --target {target.name}"
+        fail.replay = replay_hint(path, target.name)
     res.failures.append(fail)
-    res.failure = msg + f"\n  case: window={window} ops: {text or '(none)'}"
-    res.seed_id, res.seed_path, res.replay = fail.seed_id, fail.seed_path, fail.replay
-    res.fail_window, res.fail_ops = window, text

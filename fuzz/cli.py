@@ -19,7 +19,9 @@ from fuzz import seeds as seedstore
 from fuzz.machine import machine_info
 from fuzz.targets import registry
 from fuzz.targets.base import TargetError
-from fuzz.ops import OpError, format_ops, parse_ops
+from fuzz.config import CampaignConfig
+from fuzz.ops import Case, OpError
+from fuzz.replay import replay_hint
 
 
 class UsageError(Exception):
@@ -65,34 +67,30 @@ def _cmd_fuzz(args) -> int:
         raise UsageError(f"--time must be > 0, got {args.time}")
     if args.window_max < 1:
         raise UsageError(f"--window-max must be >= 1, got {args.window_max}")
-    names = list(dict.fromkeys(args.target or registry.default_targets()))
+    names = tuple(dict.fromkeys(args.target or registry.default_targets()))
     if not names:
         raise UsageError("no target is available here (see kvwindow fuzz --list-targets)")
     targets = [registry.resolve(n) for n in names]  # bad targets fail here, before anything runs
+    config = CampaignConfig(targets=names, seconds=args.time, max_examples=args.max_examples,
+                            window_max=args.window_max, campaign_seed=args.seed, workers=args.workers,
+                            db=args.db or workers.DEFAULT_DB, seeds_dir=str(_seed_dir(args)))
     try:
-        database = workers.open_database(args.db) if args.workers == 1 else None
-        if args.workers > 1:
-            workers.open_database(args.db)  # validate before spawning
+        database = workers.open_database(config.db)  # a bad --db fails here, before anything runs
     except workers.DatabaseError as e:
         raise UsageError(str(e)) from e
-    seed_dir = _seed_dir(args)
     console = _console()
     display = make_display(console, plain=True if args.plain else None)
     started = time.time()
-    header = (f"kvwindow fuzz: {len(targets)} target(s) for {args.time:g}s, {args.workers} worker(s), "
-              f"db {args.db or workers.DEFAULT_DB}, seed {args.seed}")
+    header = (f"kvwindow fuzz: {len(targets)} target(s) for {config.seconds:g}s, {config.workers} worker(s), "
+              f"db {config.db}, seed {config.campaign_seed}")
     display.start([t.name for t in targets], header)
     pids = [os.getpid()]
     try:
-        if args.workers == 1:
-            results, interrupted = workers.run_in_process(
-                names, seconds=args.time, max_examples=args.max_examples, window_max=args.window_max,
-                seed=args.seed, database=database, seed_dir=seed_dir, on_update=display.update)
+        if config.workers == 1:
+            results, interrupted = workers.run_in_process(config, targets, database=database,
+                                                          on_update=display.update)
         else:
-            results, interrupted, pids = workers.run_workers(
-                names, workers=args.workers, seconds=args.time, max_examples=args.max_examples,
-                window_max=args.window_max, seed=args.seed, db_spec=args.db, seed_dir=seed_dir,
-                on_update=display.update)
+            results, interrupted, pids = workers.run_workers(config, on_update=display.update)
     finally:
         display.stop()
     failed = [r for r in results if r.failures]
@@ -103,7 +101,7 @@ def _cmd_fuzz(args) -> int:
     for r in failed:
         for f in r.failures:
             print(f"\nFAILED {r.name}: {f.error.splitlines()[0]}")
-            print(f"  shrunk case: window={f.window} ops: {f.ops or '(none)'}")
+            print(f"  shrunk case: {f.case}")
             if f.seed_path:
                 print(f"  seed {'saved' if f.created else 'already stored'}: {f.seed_path}")
                 print(f"  replay: {f.replay}")
@@ -114,13 +112,11 @@ def _cmd_fuzz(args) -> int:
             "seconds": round(time.time() - started, 3),
             "exit_code": rc,
             "interrupted": interrupted,
-            "args": {"targets": names, "time": args.time, "max_examples": args.max_examples,
-                     "window_max": args.window_max, "seed": args.seed, "workers": args.workers,
-                     "db": args.db or workers.DEFAULT_DB, "seeds_dir": str(seed_dir)},
+            "config": config.to_json(),
             "machine": machine_info(),
             "worker_pids": pids,
             "targets": [r.to_json() for r in results],
-            "totals": {"examples": sum(r.examples for r in results), "steps": sum(r.steps for r in results),
+            "totals": {"examples": sum(r.examples for r in results), "tokens": sum(r.tokens for r in results),
                        "failures": sum(len(r.failures) for r in results)},
             "failures": [f.to_json() for r in results for f in r.failures],
         }
@@ -166,7 +162,7 @@ def _cmd_replay(args) -> int:
     failed = ran = 0
     for path, seed in loaded:
         for t in targets:
-            why = t.accepts(seed.window, seed.ops)
+            why = t.accepts(seed.case)
             if why is not None:
                 if explicit:
                     raise UsageError(f"seed {seed.id} ({path}) cannot run on {t.name}: {why}")
@@ -199,13 +195,13 @@ def _cmd_seeds(args) -> int:
             if args.window < 1:
                 raise UsageError(f"--window must be >= 1, got {args.window}")
             try:
-                ops = parse_ops(args.ops)
+                case = Case.parse(args.window, args.ops)
             except OpError as e:
                 raise UsageError(f"--ops: {e}") from e
             found = {"added": "by hand", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
             if args.note:
                 found["note"] = args.note
-            seed = seedstore.Seed(args.window, ops, found)
+            seed = seedstore.Seed(case, found)
         path, created = seedstore.save_seed(seed, d)
         print(f"{'added' if created else 'already stored'} {seed.id}: {path}")
         return 0
@@ -214,7 +210,7 @@ def _cmd_seeds(args) -> int:
         for p in seedstore.seed_paths(d):
             try:
                 s = seedstore.load_seed(p)
-                rows.append(f"{s.id}  W={s.window:<3d} ops={len(s.ops):<3d} "
+                rows.append(f"{s.id}  W={s.case.window:<3d} ops={len(s.case.ops):<3d} "
                             f"{s.found.get('target', s.found.get('added', '')):14s} "
                             f"{s.found.get('note', '')}".rstrip())
             except seedstore.SeedError as e:
@@ -225,8 +221,8 @@ def _cmd_seeds(args) -> int:
         (path,) = _seed_files([args.id], d)
         s = seedstore.load_seed(path)
         print(json.dumps(s.to_json(), indent=2))
-        print(f"ops: {format_ops(s.ops) or '(none)'}")
-        print(f"replay: kvwindow replay {path}")
+        print(f"ops: {s.case.text or '(none)'}")
+        print(f"replay: {replay_hint(path)}")
         return 0
     raise UsageError("seeds: expected add, list or show")
 
@@ -267,9 +263,10 @@ def _cmd_mutants(args) -> int:
             line += "; uniform " + " ".join(cost(r) for r in k.baseline_runs)
         console.print(line + " examples")
 
-    results = run_mutants(time_per=args.time_per, max_examples=args.max_examples, baseline=args.baseline,
-                          seed=args.seed, window_max=args.window_max, seeds_dir=args.save_seeds,
-                          repeats=repeats, mutants=chosen, on_result=progress)
+    config = CampaignConfig(seconds=args.time_per, max_examples=args.max_examples, window_max=args.window_max,
+                            campaign_seed=args.seed, seeds_dir=args.save_seeds, save_seeds=args.save_seeds is not None)
+    results = run_mutants(config, mode="both" if args.baseline else "biased", repeats=repeats, mutants=chosen,
+                          on_result=progress)
     print_kill_table(console, results, args.baseline)
     if args.json:
         seedstore.atomic_write_json(Path(args.json), [k.to_json() for k in results])
@@ -314,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--time", type=float, default=60.0, help="total seconds (default 60)")
     f.add_argument("--max-examples", type=int, default=None, help="stop each target after N examples")
     f.add_argument("--window-max", type=int, default=16)
-    f.add_argument("--seed", type=int, default=None, help="Hypothesis seed (reproducible campaigns)")
+    f.add_argument("--seed", type=int, default=None, help="the campaign's Hypothesis seed (reproducible campaigns)")
     f.add_argument("--workers", type=int, default=1, help="processes sharing the example database")
     f.add_argument("--db", default=None, help="example database: a directory (default .hypothesis/kvwindow) "
                    "or redis://host:port/n")

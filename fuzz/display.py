@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from fuzz.campaign import TargetResult
-from fuzz.ops import PHASES
+from fuzz.oracle import PHASES
+from fuzz.results import TargetResult
 
 #: Short column headers for the six phases.
 PHASE_HEAD = {
@@ -43,7 +43,7 @@ def _status(r: TargetResult | None) -> str:
 
 def _table(names: Iterable[str], results: dict[str, TargetResult], title: str | None = None) -> Table:
     t = Table(title=title, title_justify="left", show_lines=False)
-    for col in ("target", "status", "examples", "ex/s", "steps", "steps/s", "fail"):
+    for col in ("target", "status", "examples", "ex/s", "tokens", "tokens/s", "fail"):
         t.add_column(col, justify="left" if col in ("target", "status") else "right")
     for p in PHASES:
         t.add_column(PHASE_HEAD[p], justify="right")
@@ -55,7 +55,7 @@ def _table(names: Iterable[str], results: dict[str, TargetResult], title: str | 
             t.add_row(n, st, *[""] * (5 + len(PHASES)))
             continue
         t.add_row(n, f"[{style}]{st}[/]" if style else st, f"{r.examples:,}", f"{r.examples_per_s:,.0f}",
-                  f"{r.steps:,}", f"{r.steps_per_s:,.0f}", str(len(r.failures)),
+                  f"{r.tokens:,}", f"{r.tokens_per_s:,.0f}", str(len(r.failures)),
                   *[_phase_cell(r.phases.get(p, 0)) for p in PHASES])
     return t
 
@@ -113,7 +113,7 @@ class PlainDisplay:
     def _line(self, r: TargetResult) -> str:
         cov = " ".join(f"{PHASE_HEAD[p]}={r.phases.get(p, 0)}" for p in PHASES)
         return (f"[{time.monotonic() - self.start_time:6.1f}s] {r.name:16s} {_status(r):8s} "
-                f"examples={r.examples} ({r.examples_per_s:.0f}/s) steps={r.steps} ({r.steps_per_s:.0f}/s) "
+                f"examples={r.examples} ({r.examples_per_s:.0f}/s) tokens={r.tokens} ({r.tokens_per_s:.0f}/s) "
                 f"failures={len(r.failures)} {cov}")
 
     def update(self, r: TargetResult) -> None:

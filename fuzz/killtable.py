@@ -25,8 +25,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from fuzz.campaign import TargetResult, fuzz_target
-from fuzz.strategies import uniform_cases
+from fuzz.campaign import fuzz_target
+from fuzz.config import CampaignConfig
+from fuzz.ops import Case
+from fuzz.results import TargetResult
 from fuzz.targets import registry
 from fuzz.targets.mutants import mutant_target
 from impl.mutants.catalogue import Mutant, MutantError, catalogue, select
@@ -36,25 +38,25 @@ __all__ = ["COST_METRICS", "KillResult", "Mutant", "MutantError", "catalogue", "
 
 
 #: The cost metrics of one kill: test cases run and tokens pushed until the first failing case.
-COST_METRICS = ("examples", "steps")
+COST_METRICS = ("examples", "tokens")
 
 
-def run_record(res: TargetResult, seed: int, t0: float) -> dict[str, Any]:
+def run_record(res: TargetResult, campaign_seed: int, t0: float) -> dict[str, Any]:
     """One campaign of one tester against one mutant, as a plain dict.
 
-    ``examples``/``steps``/``seconds`` are the cost to the first failing case
-    (``None`` when it survived); ``examples_run``/``steps_run``/``seconds_run``
+    ``examples``/``tokens``/``seconds`` are the cost to the first failing case
+    (``None`` when it survived); ``examples_run``/``tokens_run``/``seconds_run``
     are what the run spent in all (for a survivor: the budget it used up).
     """
     killed = bool(res.failures)
     return {
-        "seed": seed,
+        "campaign_seed": campaign_seed,
         "killed": killed,
         "examples": res.examples_to_fail if killed else None,
-        "steps": res.steps_to_fail if killed else None,
+        "tokens": res.tokens_to_fail if killed else None,
         "seconds": res.seconds_to_fail if killed else None,
         "examples_run": res.examples,
-        "steps_run": res.steps,
+        "tokens_run": res.tokens,
         "seconds_run": round(time.monotonic() - t0, 3),
     }
 
@@ -111,20 +113,19 @@ class KillResult:
     reference: str
     available: bool = True
     reason: str = ""
-    # -- the first repeat (campaign seed ``seed``): the biased tester --
+    # -- the first repeat (the config's campaign seed): the biased tester --
     killed: bool = False
     examples: int | None = None  #: examples until the first failing one (before shrinking)
-    steps: int | None = None  #: tokens pushed until then
+    tokens: int | None = None  #: tokens pushed until then
     seconds: float | None = None
     examples_run: int = 0
-    window: int | None = None  #: the shrunk seed
-    ops: str | None = None
+    case: Case | None = None  #: the shrunk failing case
     error: str | None = None
     seed_path: str | None = None
     # -- the first repeat: the uniform baseline --
     baseline_killed: bool | None = None
     baseline_examples: int | None = None
-    baseline_steps: int | None = None
+    baseline_tokens: int | None = None
     baseline_seconds: float | None = None
     baseline_examples_run: int = 0
     # -- every repeat (one dict per campaign seed, see run_record) --
@@ -140,11 +141,11 @@ class KillResult:
         return self.baseline_examples / self.examples
 
     @property
-    def steps_ratio(self) -> float | None:
+    def tokens_ratio(self) -> float | None:
         """Baseline tokens-to-kill over biased tokens-to-kill: the work each tester spent."""
-        if not (self.killed and self.baseline_killed) or not self.steps or self.baseline_steps is None:
+        if not (self.killed and self.baseline_killed) or not self.tokens or self.baseline_tokens is None:
             return None
-        return self.baseline_steps / self.steps
+        return self.baseline_tokens / self.tokens
 
     @property
     def killed_every_repeat(self) -> bool:
@@ -167,8 +168,9 @@ class KillResult:
 
     def to_json(self) -> dict[str, Any]:
         d = dict(self.__dict__)
+        d["case"] = None if self.case is None else self.case.to_json()
         d["ratio"] = self.ratio
-        d["steps_ratio"] = self.steps_ratio
+        d["tokens_ratio"] = self.tokens_ratio
         if self.available:
             d["summary"] = {"biased": self.biased_summary(), "uniform": self.baseline_summary(),
                             "median_ratio": self.median_ratios()}
@@ -176,40 +178,35 @@ class KillResult:
 
 
 def run_mutants(
+    config: CampaignConfig,
     *,
-    time_per: float = 10.0,
-    max_examples: int | None = None,
-    baseline: bool = False,
-    only: list[str] | None = None,
-    seed: int | None = 0,
-    window_max: int = 16,
-    seeds_dir=None,
-    mode: str | None = None,
+    mode: str = "biased",
     repeats: int = 1,
+    only: list[str] | None = None,
     mutants: list[Mutant] | None = None,
     on_result: Callable[[KillResult], None] | None = None,
     on_run: Callable[[str, str, dict[str, Any]], None] | None = None,
 ) -> list[KillResult]:
-    """A campaign of ``time_per`` seconds (or ``max_examples``) against each mutant, ``repeats`` times.
+    """A campaign against each mutant under ``config`` (its ``seconds`` and ``max_examples`` are the
+    budget per run), ``repeats`` times.
 
-    With ``baseline`` the same mutant is also run against :func:`fuzz.strategies.uniform_cases`
-    under the same budget. ``mode`` picks what runs: ``"biased"`` (the harness's
-    strategies; the default), ``"uniform"`` (only the naive baseline, reported
-    in the main fields ``killed``/``examples``/``seconds``) or ``"both"`` (what
-    ``baseline=True`` means: biased in the main fields, the baseline in
-    ``baseline_*``). Repeat ``i`` uses campaign seed ``seed + i`` for both
-    testers; the main and ``baseline_*`` fields are repeat 0, every repeat is in
-    ``biased_runs`` / ``baseline_runs``. Only repeat 0 of the main tester shrinks
-    (its shrunk case is the reported seed) and may save a seed (in ``seeds_dir``, when given).
-    ``on_run(mutant, tester, record)`` is called after each single campaign. Unavailable mutants (no C ring, no torch) are reported
-    with the reason, not skipped silently.
+    ``mode`` picks what runs: ``"biased"`` (the harness's strategies; the default),
+    ``"uniform"`` (only the naive baseline :func:`fuzz.strategies.uniform_cases`, reported
+    in the main fields ``killed``/``examples``/``seconds``) or ``"both"`` (biased in the
+    main fields, the baseline under the same budget in ``baseline_*``). Repeat ``i`` uses
+    campaign seed ``config.campaign_seed + i`` for both testers; the main and
+    ``baseline_*`` fields are repeat 0, every repeat is in ``biased_runs`` /
+    ``baseline_runs``. Only repeat 0 of the main tester shrinks (its shrunk case is the
+    reported seed) and saves a seed, when ``config.save_seeds`` (in ``config.seeds_dir``).
+    ``on_run(mutant, tester, record)`` is called after each single campaign. Unavailable
+    mutants (no C ring, no torch) are reported with the reason, not skipped silently.
     """
-    mode = mode or ("both" if baseline else "biased")
     if mode not in ("biased", "uniform", "both"):
         raise ValueError(f"mode must be biased, uniform or both, got {mode!r}")
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
-    base_seed = 0 if seed is None else seed
+    base_seed = config.campaign_seed or 0
+    main_tester = "uniform" if mode == "uniform" else "biased"
     out = []
     for m in (mutants if mutants is not None else select(only)):
         kr = KillResult(m.name, m.bug_class, m.kind, m.reference, repeats=repeats)
@@ -223,34 +220,28 @@ def run_mutants(
             if on_result:
                 on_result(kr)
             continue
-        wmax = min(window_max, target.max_window or window_max)
         for rep in range(repeats):
-            s = base_seed + rep
             first = rep == 0
-            uniform = uniform_cases(wmax, max_tokens=target.max_tokens, salt=s)
+            run = config.replace(campaign_seed=base_seed + rep, db=None, tester=main_tester, shrink=first,
+                                 save_seeds=first and config.save_seeds)
             t0 = time.monotonic()
-            res = fuzz_target(target if first else mutant_target(m), seconds=time_per, max_examples=max_examples,
-                              window_max=window_max, seed=s, database=None, seed_dir=seeds_dir,
-                              save_seed=first and seeds_dir is not None, shrink=first,
-                              strategy=uniform if mode == "uniform" else None)
-            rec = run_record(res, s, t0)
+            res = fuzz_target(target if first else mutant_target(m), run)
+            rec = run_record(res, run.campaign_seed, t0)
             kr.biased_runs.append(rec)
             if on_run:
-                on_run(m.name, "uniform" if mode == "uniform" else "biased", rec)
+                on_run(m.name, main_tester, rec)
             if first:
                 kr.examples_run = res.examples
                 if res.failures:
                     kr.killed = True
-                    kr.examples, kr.steps, kr.seconds = res.examples_to_fail, res.steps_to_fail, res.seconds_to_fail
-                    kr.window, kr.ops = res.fail_window, res.fail_ops
+                    kr.examples, kr.tokens, kr.seconds = res.examples_to_fail, res.tokens_to_fail, res.seconds_to_fail
+                    kr.case = res.failures[0].case
                     kr.error = res.failures[0].error.splitlines()[0][:300]
-                    kr.seed_path = res.seed_path
+                    kr.seed_path = res.failures[0].seed_path
             if mode == "both":
                 t0 = time.monotonic()
-                b = fuzz_target(mutant_target(m), seconds=time_per, max_examples=max_examples,
-                                window_max=window_max, seed=s, database=None, save_seed=False, shrink=False,
-                                strategy=uniform)
-                brec = run_record(b, s, t0)
+                b = fuzz_target(mutant_target(m), run.replace(tester="uniform", shrink=False, save_seeds=False))
+                brec = run_record(b, run.campaign_seed, t0)
                 kr.baseline_runs.append(brec)
                 if on_run:
                     on_run(m.name, "uniform", brec)
@@ -258,7 +249,7 @@ def run_mutants(
                     kr.baseline_examples_run = b.examples
                     kr.baseline_killed = bool(b.failures)
                     if b.failures:
-                        kr.baseline_examples, kr.baseline_steps = b.examples_to_fail, b.steps_to_fail
+                        kr.baseline_examples, kr.baseline_tokens = b.examples_to_fail, b.tokens_to_fail
                         kr.baseline_seconds = b.seconds_to_fail
                     else:
                         kr.baseline_seconds = brec["seconds_run"]
@@ -302,7 +293,7 @@ def print_kill_table(console, results: list[KillResult], baseline: bool) -> None
     t.add_column("class")
     t.add_column("killed")
     if repeats == 1 and not baseline:
-        for col in ("examples", "steps", "seconds"):
+        for col in ("examples", "tokens", "seconds"):
             t.add_column(col, justify="right")
     else:
         t.add_column("examples med (min-max)", justify="right")
@@ -323,16 +314,16 @@ def print_kill_table(console, results: list[KillResult], baseline: bool) -> None
         kills = f"[green]{kills}[/]" if b["kills"] == b["runs"] else f"[bold red]{kills}[/]"
         row = [k.name, k.bug_class, kills]
         if repeats == 1 and not baseline:
-            row += [str(k.examples) if k.killed else f">{k.examples_run}", str(k.steps or ""),
+            row += [str(k.examples) if k.killed else f">{k.examples_run}", str(k.tokens or ""),
                     f"{k.seconds:.3f}" if k.seconds is not None else ""]
         else:
-            row += [_spread(b["examples"]), _spread(b["steps"])]
+            row += [_spread(b["examples"]), _spread(b["tokens"])]
         if baseline:
             u = k.baseline_summary()
             ratios = k.median_ratios()
-            row += [f"{u['kills']}/{u['runs']}", _spread(u["examples"]), _spread(u["steps"]),
-                    _ratio_text(ratios.get("examples")), _ratio_text(ratios.get("steps"))]
-        row.append(f"W={k.window} {k.ops or '(no ops)'}" if k.killed else "")
+            row += [f"{u['kills']}/{u['runs']}", _spread(u["examples"]), _spread(u["tokens"]),
+                    _ratio_text(ratios.get("examples")), _ratio_text(ratios.get("tokens"))]
+        row.append(str(k.case) if k.killed else "")
         t.add_row(*row)
     console.print(t)
     if baseline:

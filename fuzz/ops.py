@@ -1,4 +1,4 @@
-"""The op language every target is driven with, and the spec stream it is checked against.
+"""The op language every target is driven with, and :class:`Case`, the one type of a test case.
 
 A test case is a window ``W`` plus a list of ops:
 
@@ -8,19 +8,21 @@ A test case is a window ``W`` plus a list of ops:
 
 The same ops drive a bare cache (push/push_chunk/reset), the Torch decoder
 (decode one token / prefill a chunk / new cache) and third-party caches, so a
-seed found on one implementation replays on all of them. ``SpecStream`` is
-the oracle side: it feeds the same entries through ``pyspec.step``.
+seed found on one implementation replays on all of them.
+
+A :class:`Case` has exactly one text form of its ops (``push chunk:5 reset:3``,
+what ``seeds add --ops`` reads and every report prints) and one JSON form
+(``{"window": 3, "ops": [["push"], ["chunk", 5], ["reset", 3]]}``, what seed
+files store); its :attr:`Case.id` hashes the JSON form, so the same case found
+twice is one seed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence, Union
-
-import numpy as np
-
-import pyspec
-
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable, Union
 
 # ``tokens``: how many tokens the op feeds (every target, strategy and finding counts with it).
 
@@ -28,6 +30,10 @@ import pyspec
 @dataclass(frozen=True)
 class Push:
     tokens = 1
+
+    @property
+    def text(self) -> str:
+        return "push"
 
     def to_json(self) -> list:
         return ["push"]
@@ -41,6 +47,10 @@ class Chunk:
     def tokens(self) -> int:
         return self.n
 
+    @property
+    def text(self) -> str:
+        return f"chunk:{self.n}"
+
     def to_json(self) -> list:
         return ["chunk", self.n]
 
@@ -50,6 +60,10 @@ class Reset:
     window: int
     tokens = 0
 
+    @property
+    def text(self) -> str:
+        return f"reset:{self.window}"
+
     def to_json(self) -> list:
         return ["reset", self.window]
 
@@ -58,7 +72,11 @@ Op = Union[Push, Chunk, Reset]
 
 
 class OpError(ValueError):
-    """An op list that cannot be parsed; the message names the op and its index."""
+    """A case or op list that cannot be parsed; the message names the op and its index."""
+
+
+def _nat(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
 def op_from_json(raw: Any, index: int = 0) -> Op:
@@ -66,61 +84,22 @@ def op_from_json(raw: Any, index: int = 0) -> Op:
     if not isinstance(raw, list) or not raw or not isinstance(raw[0], str):
         raise OpError(f"op #{index}: expected [\"push\"], [\"chunk\", n] or [\"reset\", w], got {raw!r}")
     kind, args = raw[0], raw[1:]
-    nat = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0  # noqa: E731
     if kind == "push" and not args:
         return Push()
-    if kind == "chunk" and len(args) == 1 and nat(args[0]):
+    if kind == "chunk" and len(args) == 1 and _nat(args[0]):
         return Chunk(args[0])
-    if kind == "reset" and len(args) == 1 and nat(args[0]) and args[0] >= 1:
+    if kind == "reset" and len(args) == 1 and _nat(args[0]) and args[0] >= 1:
         return Reset(args[0])
     raise OpError(f"op #{index}: malformed {raw!r} (chunk takes n >= 0, reset takes a window >= 1)")
 
 
-def streams(window: int, ops: Sequence[Op]) -> list[tuple[int, list[tuple[int, Op]]]]:
-    """The case split at its resets: ``[(window, [(op index, op), ...]), ...]``, one entry per
-    stream (the first runs before any reset); the resets themselves are not listed."""
-    out: list[tuple[int, list[tuple[int, Op]]]] = [(window, [])]
-    for i, op in enumerate(ops):
-        if isinstance(op, Reset):
-            out.append((op.window, []))
-        else:
-            out[-1][1].append((i, op))
-    return out
-
-
-def ops_from_json(raw: Any) -> list[Op]:
+def _ops_from_json(raw: Any) -> tuple[Op, ...]:
     if not isinstance(raw, list):
         raise OpError(f"ops must be a list, got {type(raw).__name__}")
-    return [op_from_json(r, i) for i, r in enumerate(raw)]
+    return tuple(op_from_json(r, i) for i, r in enumerate(raw))
 
 
-def ops_to_json(ops: Iterable[Op]) -> list[list]:
-    return [op.to_json() for op in ops]
-
-
-def format_ops(ops: Sequence[Op]) -> str:
-    """Compact text form, e.g. ``push chunk:5 reset:3`` (what ``seeds add --ops`` reads)."""
-    parts = []
-    for op in ops:
-        if isinstance(op, Push):
-            parts.append("push")
-        elif isinstance(op, Chunk):
-            parts.append(f"chunk:{op.n}")
-        else:
-            parts.append(f"reset:{op.window}")
-    return " ".join(parts)
-
-
-def parse_ops(text: str) -> list[Op]:
-    """Inverse of :func:`format_ops`; also accepts commas and JSON."""
-    text = text.strip()
-    if text.startswith("["):
-        import json
-
-        try:
-            return ops_from_json(json.loads(text))
-        except json.JSONDecodeError as e:
-            raise OpError(f"ops: not valid JSON: {e}") from e
+def _ops_from_text(text: str) -> tuple[Op, ...]:
     ops: list[Op] = []
     for i, tok in enumerate(text.replace(",", " ").split()):
         name, _, arg = tok.partition(":")
@@ -130,110 +109,80 @@ def parse_ops(text: str) -> list[Op]:
             ops.append(op_from_json([name, int(arg)], i))
         else:
             raise OpError(f"op #{i}: cannot parse {tok!r}; write push, chunk:N or reset:W")
-    return ops
+    return tuple(ops)
 
 
-# ---------------------------------------------------------------------------
-# Payloads: deterministic, distinct per (stream epoch, position), exact in float32
-
-
-#: Floats per key and per value in every cache-level target (small: the check is about
-#: which entries a cache holds, and a wider payload only slows the oracle down).
-PAYLOAD_WIDTH = 4
-
-
-def payloads(epoch: int, positions: Any, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """``float32[n, width]`` keys and values pushed for ``positions`` in stream ``epoch``.
-
-    Integers below 2**23 are exact in float32, so every implementation
-    round-trips them bit-for-bit; the epoch term makes a stale entry left
-    over from before a reset distinguishable from a fresh one at the same position.
-    One vectorized call per op keeps the oracle off the fuzz loop's profile at large W.
-    """
-    pos = np.asarray(positions, dtype=np.int64).reshape(-1, 1)
-    j = np.arange(width, dtype=np.int64)[None, :]
-    base = (pos * 131 + (epoch * 1_000_003 + j * 7)) & 4_194_303  # == % 2**22: every term >= 0
-    keys = base.astype(np.float32)
-    return keys, np.negative(keys) - np.float32(1)
-
-
-def payload(epoch: int, pos: int, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """The key and value of one position: row 0 of :func:`payloads`."""
-    keys, values = payloads(epoch, [pos], width)
-    return keys[0], values[0]
-
-
-# ---------------------------------------------------------------------------
-# Phases: which boundaries a run exercised (campaign coverage)
-
-PHASES = (
-    "not-yet-full",
-    "exactly-full",
-    "first-eviction",
-    "steady-state",
-    "chunk>W",
-    "after-reset",
-)
-
-
-def phases_of(op: Op, n_before: int, n_after: int, window: int, after_reset: bool) -> set[str]:
-    """The boundary phases one op exercised, from stream lengths before and after it."""
-    out: set[str] = set()
-    if 0 < n_after < window:
-        out.add("not-yet-full")
-    if n_after == window or (n_before < window <= n_after and isinstance(op, Chunk)):
-        out.add("exactly-full")
-    if n_before <= window < n_after:
-        out.add("first-eviction")
-    if n_before > window and n_after > n_before:
-        out.add("steady-state")
-    if isinstance(op, Chunk) and op.n > window:
-        out.add("chunk>W")
-    if after_reset and n_after > n_before:
-        out.add("after-reset")
-    return out
-
-
-@dataclass
-class SpecStream:
-    """The oracle's view of one run: the history length and ``pyspec.step`` applied to each entry.
-
-    ``cache`` holds positions only; payloads are a pure function of
-    ``(epoch, pos)``, so the expected contents are rebuilt on demand.
-    """
+@dataclass(frozen=True)
+class Case:
+    """A window and the ops that follow it: what a campaign generates, a target runs, a failure
+    reports and a seed stores."""
 
     window: int
-    width: int = PAYLOAD_WIDTH
-    epoch: int = 0
-    n: int = 0
-    cache: list[int] = field(default_factory=list)
-    after_reset: bool = False
+    ops: tuple[Op, ...] = ()
 
     def __post_init__(self) -> None:
-        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1:
-            raise ValueError(f"window must be an int >= 1, got {self.window!r}")
+        if not _nat(self.window) or self.window < 1:
+            raise OpError(f"'window' must be an int >= 1, got {self.window!r}")
+        if not isinstance(self.ops, tuple):
+            object.__setattr__(self, "ops", tuple(self.ops))
 
-    def new_entries(self, k: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
-        """The next ``k`` entries of the stream (not yet applied)."""
-        return self._entries(range(self.n, self.n + k))
+    # -- the one text form -------------------------------------------------
+    @property
+    def text(self) -> str:
+        """The ops as text, e.g. ``push chunk:5 reset:3`` (empty for no ops)."""
+        return " ".join(op.text for op in self.ops)
 
-    def apply(self, op: Op) -> set[str]:
-        """Advance the oracle by ``op``; returns the phases it exercised."""
-        before = self.n
-        if isinstance(op, Reset):
-            self.after_reset = self.n > 0 or self.after_reset
-            self.window, self.epoch, self.n, self.cache = op.window, self.epoch + 1, 0, []
-            return set()
-        k = op.tokens
-        self.cache = pyspec.push_chunk(self.window, self.cache, range(self.n, self.n + k))
-        self.n += k
-        return phases_of(op, before, self.n, self.window, self.after_reset)
+    @classmethod
+    def parse(cls, window: int, text: str) -> "Case":
+        """Inverse of :attr:`text` (commas also separate ops; a JSON op list is accepted too)."""
+        text = text.strip()
+        if text.startswith("["):
+            try:
+                return cls(window, _ops_from_json(json.loads(text)))
+            except json.JSONDecodeError as e:
+                raise OpError(f"ops: not valid JSON: {e}") from e
+        return cls(window, _ops_from_text(text))
 
-    def expected(self) -> list[tuple[int, np.ndarray, np.ndarray]]:
-        """``lastWindow W history`` as ``(pos, key, value)`` entries in logical order."""
-        return self._entries(self.cache)
+    def __str__(self) -> str:
+        return f"window={self.window} ops: {self.text or '(none)'}"
 
-    def _entries(self, positions) -> list[tuple[int, np.ndarray, np.ndarray]]:
-        positions = list(positions)
-        keys, values = payloads(self.epoch, positions, self.width)
-        return list(zip(positions, keys, values))
+    # -- the one JSON form -------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {"window": self.window, "ops": [op.to_json() for op in self.ops]}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> "Case":
+        """Inverse of :meth:`to_json`; :class:`OpError` names what is wrong."""
+        if not isinstance(doc, dict):
+            raise OpError(f"a case is a JSON object with 'window' and 'ops', got {type(doc).__name__}")
+        if "ops" not in doc:
+            raise OpError("missing 'ops'")
+        return cls(doc.get("window"), _ops_from_json(doc["ops"]))
+
+    @property
+    def id(self) -> str:
+        """12 hex digits of the SHA-256 of the canonical JSON form: the seed id of this case."""
+        canon = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canon.encode()).hexdigest()[:12]
+
+    # -- structure -----------------------------------------------------------
+    @property
+    def tokens(self) -> int:
+        return sum(op.tokens for op in self.ops)
+
+    def streams(self) -> list[tuple[int, list[tuple[int, Op]]]]:
+        """The case split at its resets: ``[(window, [(op index, op), ...]), ...]``, one entry per
+        stream (the first runs before any reset); the resets themselves are not listed."""
+        out: list[tuple[int, list[tuple[int, Op]]]] = [(self.window, [])]
+        for i, op in enumerate(self.ops):
+            if isinstance(op, Reset):
+                out.append((op.window, []))
+            else:
+                out[-1][1].append((i, op))
+        return out
+
+    def widest_window(self) -> int:
+        return max([self.window] + [op.window for op in self.ops if isinstance(op, Reset)])
+
+    def replace_ops(self, ops: Iterable[Op]) -> "Case":
+        return Case(self.window, tuple(ops))

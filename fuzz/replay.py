@@ -1,6 +1,9 @@
-"""Replay a regression seed against a target: the same check the campaign runs, once."""
+"""Replay a regression seed against a target: the same check the campaign runs, once; and the replay
+command the CLI prints for a seed (every one it prints resolves: ``tests/test_cli_fuzz.py``)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from fuzz.seeds import Seed
 from fuzz.targets.base import Target
@@ -12,11 +15,16 @@ def replay_seed(seed: Seed, target: Target) -> str | None:
     A seed the target cannot take (a window above its maximum) raises
     ``ValueError`` naming the reason; callers report it rather than skip silently.
     """
-    why = target.accepts(seed.window, seed.ops)
+    why = target.accepts(seed.case)
     if why is not None:
         raise ValueError(f"seed {seed.id} cannot run on {target.name}: {why}")
     try:
-        target.run(seed.window, seed.ops)
+        target.run(seed.case)
     except Exception as e:  # noqa: BLE001 - any failure of the target is the finding
         return f"{type(e).__name__}: {e}"
     return None
+
+
+def replay_hint(seed_path: str | Path, target: str | None = None) -> str:
+    """The command that replays the seed at ``seed_path`` (against ``target``, a ``--target`` value)."""
+    return f"kvwindow replay {seed_path}" + (f" --target {target}" if target else "")

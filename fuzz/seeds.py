@@ -1,7 +1,7 @@
 """Regression seeds: one human-readable JSON file per bug, replayed by pytest forever.
 
-A seed holds the window, the op list and where it was found. Its id is a hash
-of the case alone (window + ops), so the same bug found twice — by two
+A seed holds a :class:`~fuzz.ops.Case` (the window and the op list) and where
+it was found. Its id is the case's id, a hash of the case alone, so the same bug found twice — by two
 targets, two workers, two machines — is stored once. Files are written
 atomically (temp file + ``os.replace``); a malformed file raises
 :class:`SeedError` naming the file and the problem, and is never overwritten.
@@ -9,15 +9,14 @@ atomically (temp file + ``os.replace``); a malformed file raises
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from fuzz.ops import Op, OpError, ops_from_json, ops_to_json
+from fuzz.ops import Case, OpError
 
 SEED_DIR = Path(__file__).parent / "seeds"
 FORMAT = 1
@@ -29,27 +28,17 @@ class SeedError(ValueError):
 
 @dataclass
 class Seed:
-    window: int
-    ops: list[Op]
+    """A :class:`~fuzz.ops.Case` and where it was found; its id is the case's id."""
+
+    case: Case
     found: dict[str, Any] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
-        return seed_id(self.window, self.ops)
+        return self.case.id
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "format": FORMAT,
-            "id": self.id,
-            "window": self.window,
-            "ops": ops_to_json(self.ops),
-            "found": self.found,
-        }
-
-
-def seed_id(window: int, ops: Sequence[Op]) -> str:
-    canon = json.dumps({"window": window, "ops": ops_to_json(ops)}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canon.encode()).hexdigest()[:12]
+        return {"format": FORMAT, "id": self.id, **self.case.to_json(), "found": self.found}
 
 
 def parse_seed(doc: Any, where: str = "seed") -> Seed:
@@ -57,19 +46,14 @@ def parse_seed(doc: Any, where: str = "seed") -> Seed:
         raise SeedError(f"{where}: expected a JSON object, got {type(doc).__name__}")
     if doc.get("format", FORMAT) != FORMAT:
         raise SeedError(f"{where}: unsupported seed format {doc.get('format')!r} (this kvwindow reads {FORMAT})")
-    w = doc.get("window")
-    if isinstance(w, bool) or not isinstance(w, int) or w < 1:
-        raise SeedError(f"{where}: 'window' must be an int >= 1, got {w!r}")
-    if "ops" not in doc:
-        raise SeedError(f"{where}: missing 'ops'")
     try:
-        ops = ops_from_json(doc["ops"])
+        case = Case.from_json(doc)
     except OpError as e:
         raise SeedError(f"{where}: {e}") from e
     found = doc.get("found", {})
     if not isinstance(found, dict):
         raise SeedError(f"{where}: 'found' must be an object, got {type(found).__name__}")
-    seed = Seed(w, ops, found)
+    seed = Seed(case, found)
     if "id" in doc and doc["id"] != seed.id:
         raise SeedError(f"{where}: id {doc['id']!r} does not match its content (expected {seed.id!r}); "
                         "the file was edited or truncated")

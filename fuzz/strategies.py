@@ -10,22 +10,37 @@ compares against, so the value of the bias is measured rather than claimed.
 from __future__ import annotations
 
 import random
+from functools import lru_cache
 
 from hypothesis import strategies as st
 
-from fuzz.ops import Chunk, Op, Push, Reset
+from fuzz.ops import Case, Chunk, Op, Push, Reset
+
+# Strategies are built once per parameter (lru_cache) and reused: building one per draw
+# (validation, labels) cost Hypothesis more than drawing from it.
 
 
+@lru_cache(maxsize=None)
 def windows(window_max: int = 16) -> st.SearchStrategy[int]:
     """Small windows most of the time (they wrap quickly), occasionally up to ``window_max``."""
     small = st.integers(1, min(8, window_max))
     return st.one_of(small, small, st.integers(1, window_max)) if window_max > 8 else small
 
 
+@lru_cache(maxsize=None)
 def chunk_sizes(window: int) -> st.SearchStrategy[int]:
     """Chunk lengths biased to the window edges: 0, 1, W-1, W, W+1, 2W+3, or anything up to 3W."""
     edges = sorted({0, 1, max(window - 1, 0), window, window + 1, 2 * window + 3})
     return st.one_of(st.sampled_from(edges), st.integers(0, 3 * window + 3))
+
+
+#: Op kinds, weighted: half pushes, a third chunks, a sixth resets.
+KINDS = st.sampled_from(("push", "push", "push", "chunk", "chunk", "reset"))
+
+
+@lru_cache(maxsize=None)
+def _integers(lo: int, hi: int) -> st.SearchStrategy[int]:
+    return st.integers(lo, hi)
 
 
 @st.composite
@@ -34,8 +49,8 @@ def op_lists(draw, window: int, max_ops: int = 24, window_max: int = 16, max_tok
     ops: list[Op] = []
     w = window
     tokens = 0
-    for _ in range(draw(st.integers(0, max_ops))):
-        kind = draw(st.sampled_from(("push", "push", "push", "chunk", "chunk", "reset")))
+    for _ in range(draw(_integers(0, max_ops))):
+        kind = draw(KINDS)
         if kind == "push":
             op: Op = Push()
         elif kind == "chunk":
@@ -51,13 +66,14 @@ def op_lists(draw, window: int, max_ops: int = 24, window_max: int = 16, max_tok
 
 
 @st.composite
-def cases(draw, window_max: int = 16, max_ops: int = 24, max_tokens: int | None = None):
-    """A boundary-biased test case: ``(window, ops)``."""
-    w = draw(windows(window_max))
-    return w, draw(op_lists(w, max_ops, window_max, max_tokens))
+def cases(draw, window_max: int = 16, max_ops: int = 24, max_tokens: int | None = None,
+          start_window: int | None = None) -> Case:
+    """A boundary-biased :class:`~fuzz.ops.Case` (starting at ``start_window`` when given)."""
+    w = draw(windows(window_max)) if start_window is None else start_window
+    return Case(w, tuple(draw(op_lists(w, max_ops, window_max, max_tokens))))
 
 
-def boundary_tours(window_max: int = 16, max_tokens: int | None = None) -> list[tuple[int, list[Op]]]:
+def boundary_tours(window_max: int = 16, max_tokens: int | None = None) -> list[Case]:
     """A few explicit cases that walk through every boundary at once — a fuzzer's seed corpus.
 
     For small windows, one stream reaches ``W - 1``, ``W`` and ``W + 1`` token by token,
@@ -81,7 +97,7 @@ def boundary_tours(window_max: int = 16, max_tokens: int | None = None) -> list[
             if max_tokens is not None and tokens > max_tokens:
                 break
             kept.append(op)
-        tours.append((w, kept))
+        tours.append(Case(w, tuple(kept)))
     return tours
 
 
@@ -112,7 +128,7 @@ def uniform_case(rng, window_max: int = 16, max_ops: int = 24, max_chunk: int | 
             break
         tokens += op.tokens
         ops.append(op)
-    return w, ops
+    return Case(w, tuple(ops))
 
 
 def uniform_cases(window_max: int = 16, max_ops: int = 24, max_chunk: int | None = None,

@@ -20,11 +20,14 @@ import os
 import queue as queue_mod
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
-from fuzz.campaign import TargetResult, fuzz_target
+from fuzz.campaign import fuzz_target
+from fuzz.config import CampaignConfig
+from fuzz.results import TargetResult, merge
+from fuzz.targets.base import Target
 
 DEFAULT_DB = ".hypothesis/kvwindow"
 
@@ -56,26 +59,25 @@ def open_database(spec: str | None) -> ExampleDatabase:
     return DirectoryBasedExampleDatabase(str(path))
 
 
-def worker_seed(seed: int | None, index: int) -> int | None:
-    return None if seed is None else seed + 7919 * index
+def worker_seed(campaign_seed: int | None, index: int) -> int | None:
+    return None if campaign_seed is None else campaign_seed + 7919 * index
 
 
-def _run_targets(specs: list[str], *, seconds: float, max_examples: int | None, window_max: int,
-                 seed: int | None, database: ExampleDatabase | None, seed_dir, stop: Callable[[], bool],
-                 publish: Callable[[TargetResult], None], resolve: Callable[[str], Any]) -> list[TargetResult]:
-    """Run ``specs`` one after another, each for an equal share of ``seconds``."""
+def _run_targets(config: CampaignConfig, get_target: Callable[[str], Target], *, database: ExampleDatabase | None,
+                 stop: Callable[[], bool], publish: Callable[[TargetResult], None]) -> list[TargetResult]:
+    """Run ``config.targets`` one after another, each for an equal share of ``config.seconds``."""
     results: list[TargetResult] = []
+    specs = config.targets
     start = time.monotonic()
     for i, spec in enumerate(specs):
         if stop():
             break
-        target = resolve(spec)  # building a model target can take seconds: share the time after it
+        target = get_target(spec)  # building a model target can take seconds: share the time after it
         # Share what is left equally among the targets not yet run (a fast finish donates its time);
         # every target gets a short floor so none is listed with zero examples.
-        left = seconds - (time.monotonic() - start)
-        per = max(min(1.0, seconds / len(specs)), left / (len(specs) - i))
-        r = fuzz_target(target, seconds=per, max_examples=max_examples, window_max=window_max,
-                        seed=seed, database=database, seed_dir=seed_dir, on_progress=publish, stop=stop)
+        left = config.seconds - (time.monotonic() - start)
+        per = max(min(1.0, config.seconds / len(specs)), left / (len(specs) - i))
+        r = fuzz_target(target, config, seconds=per, database=database, on_progress=publish, stop=stop)
         publish(r)
         results.append(r)
         if r.interrupted:
@@ -83,11 +85,11 @@ def _run_targets(specs: list[str], *, seconds: float, max_examples: int | None, 
     return results
 
 
-def run_in_process(specs, *, seconds, max_examples=None, window_max=16, seed=None, database=None,
-                   seed_dir=None, on_update: Callable[[TargetResult], None] | None = None) -> tuple[list[TargetResult], bool]:
-    """The single-process campaign; returns ``(results, interrupted)``."""
-    from fuzz.targets import registry
-
+def run_in_process(config: CampaignConfig, targets: list[Target], *, database: ExampleDatabase | None = None,
+                   on_update: Callable[[TargetResult], None] | None = None) -> tuple[list[TargetResult], bool]:
+    """The single-process campaign over ``targets`` (resolved from ``config.targets`` by the caller);
+    returns ``(results, interrupted)``."""
+    by_spec = dict(zip(config.targets, targets))
     interrupted = {"v": False}
     last_pub = {"t": 0.0}
 
@@ -98,9 +100,8 @@ def run_in_process(specs, *, seconds, max_examples=None, window_max=16, seed=Non
             on_update(r)
 
     try:
-        results = _run_targets(list(specs), seconds=seconds, max_examples=max_examples, window_max=window_max,
-                               seed=seed, database=database, seed_dir=seed_dir, stop=lambda: interrupted["v"],
-                               publish=publish, resolve=registry.resolve)
+        results = _run_targets(config, by_spec.__getitem__, database=database, stop=lambda: interrupted["v"],
+                               publish=publish)
     except KeyboardInterrupt:  # between targets; fuzz_target handles its own
         return [], True
     return results, any(r.interrupted for r in results)
@@ -110,8 +111,8 @@ def run_in_process(specs, *, seconds, max_examples=None, window_max=16, seed=Non
 # Worker processes
 
 
-def _worker_main(index: int, specs: list[str], kwargs: dict, db_spec: str | None, q, stop_event) -> None:
-    from fuzz.targets import registry
+def _worker_main(index: int, config: CampaignConfig, q, stop_event) -> None:
+    from fuzz.targets import registry  # each process resolves the targets it runs from their --target values
 
     pid = os.getpid()
     last = {"t": 0.0}
@@ -120,59 +121,31 @@ def _worker_main(index: int, specs: list[str], kwargs: dict, db_spec: str | None
         now = time.monotonic()
         if r.done or now - last["t"] >= 0.2:
             last["t"] = now
-            q.put(("progress", index, pid, r.to_json() | {"done": r.done}))
+            q.put(("progress", index, pid, r.to_json()))
 
     try:
-        database = open_database(db_spec) if db_spec != "none" else None
-        results = _run_targets(specs, database=database, stop=stop_event.is_set, publish=publish,
-                               resolve=registry.resolve, **kwargs)
-        q.put(("done", index, pid, [r.to_json() | {"done": True} for r in results]))
+        database = open_database(config.db) if config.db is not None else None
+        results = _run_targets(config, registry.resolve, database=database, stop=stop_event.is_set,
+                               publish=publish)
+        q.put(("done", index, pid, [r.to_json() for r in results]))
     except KeyboardInterrupt:
         q.put(("done", index, pid, []))
     except BaseException as e:  # noqa: BLE001 - report anything to the parent
         q.put(("error", index, pid, f"{type(e).__name__}: {e}"))
 
 
-def merge(name: str, parts: list[TargetResult]) -> TargetResult:
-    """Sum one target's results from several workers (rates over the longest worker's wall time)."""
-    m = TargetResult(name, workers=len(parts))
-    m.seconds = max((p.seconds for p in parts), default=0.0)
-    seen: set[str] = set()
-    for p in parts:
-        m.examples += p.examples
-        m.steps += p.steps
-        for k, v in p.phases.items():
-            m.phases[k] = m.phases.get(k, 0) + v
-        m.versions.update(p.versions)
-        m.interrupted |= p.interrupted
-        for f in p.failures:
-            key = f.seed_id or f"{f.window}:{f.ops}"
-            if key not in seen:
-                seen.add(key)
-                m.failures.append(f)
-    first = min((p for p in parts if p.seconds_to_fail is not None), key=lambda p: p.seconds_to_fail, default=None)
-    if first is not None:  # the worker that failed first
-        m.examples_to_fail, m.seconds_to_fail, m.steps_to_fail = \
-            first.examples_to_fail, first.seconds_to_fail, first.steps_to_fail
-    m.done = all(p.done for p in parts) and bool(parts)
-    m.adopt_first_failure()
-    return m
-
-
-def run_workers(specs, *, workers: int, seconds, max_examples=None, window_max=16, seed=None,
-                db_spec: str | None = None, seed_dir=None,
-                on_update: Callable[[TargetResult], None] | None = None,
+def run_workers(config: CampaignConfig, *, on_update: Callable[[TargetResult], None] | None = None,
                 grace: float = 60.0) -> tuple[list[TargetResult], bool, list[int]]:
-    """Run the campaign in ``workers`` processes; returns ``(merged results, interrupted, worker pids)``."""
+    """Run the campaign in ``config.workers`` processes; returns ``(merged results, interrupted, worker pids)``."""
+    workers = config.workers
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     stop_event = ctx.Event()
-    per_worker_max = None if max_examples is None else max(1, -(-max_examples // workers))
+    per_worker_max = None if config.max_examples is None else max(1, -(-config.max_examples // workers))
     procs = []
     for i in range(workers):
-        kw = dict(seconds=seconds, max_examples=per_worker_max, window_max=window_max,
-                  seed=worker_seed(seed, i), seed_dir=seed_dir)
-        p = ctx.Process(target=_worker_main, args=(i, list(specs), kw, db_spec, q, stop_event),
+        mine = config.replace(max_examples=per_worker_max, campaign_seed=worker_seed(config.campaign_seed, i))
+        p = ctx.Process(target=_worker_main, args=(i, mine, q, stop_event),
                         name=f"kvwindow-worker-{i}", daemon=True)
         p.start()
         procs.append(p)
@@ -203,7 +176,6 @@ def run_workers(specs, *, workers: int, seconds, max_examples=None, window_max=1
             pids[i] = pid
             if kind == "progress":
                 r = TargetResult.from_json(payload)
-                r.done = payload.get("done", False)
                 latest[(i, r.name)] = r
                 publish(r.name)
             elif kind == "done":

@@ -144,6 +144,10 @@ def _int64(name: str, v: Any, err: type[RingKVError]) -> int:
     return v
 
 
+F32 = np.dtype(np.float32)
+I64 = np.dtype(np.int64)
+
+
 def _vec(name: str, x: Any, width: int) -> np.ndarray:
     if hasattr(x, "detach"):  # a torch tensor
         x = x.detach().cpu().numpy()
@@ -153,13 +157,31 @@ def _vec(name: str, x: Any, width: int) -> np.ndarray:
     return a
 
 
+def _rows(name: str, x: Any, n: int, width: int) -> np.ndarray:
+    """``x`` as a C-contiguous ``float32[n, width]`` (no copy when it already is one)."""
+    if type(x) is np.ndarray and x.dtype == F32 and x.shape == (n, width) and x.flags.c_contiguous:
+        return x
+    if hasattr(x, "detach"):  # a torch tensor
+        x = x.detach().cpu().numpy()
+    a = np.ascontiguousarray(x, dtype=np.float32)
+    if a.shape != (n, width):
+        raise WidthError(f"{name} has shape {a.shape}, want ({n}, {width}): {n} entries of the ring's width",
+                         E_WIDTH, "-")
+    return a
+
+
 class CRing:
-    """A ``ringkv.h`` ring as a Python-protocol cache (DESIGN §4).
+    """A ``ringkv.h`` ring as a Python-protocol cache (DESIGN §4), with an array entry point.
 
     ``width`` (floats per key and value) is fixed per object; the default 4 is
     what the fuzz campaign pushes. The C ring is created at the first
     ``reset(window)``; later resets go through ``ringkv_reset`` — the call
     under test for stale entries and window changes.
+
+    The tuple protocol (``push_chunk(entries)``, ``contents()``) builds one Python
+    object per entry; :meth:`push_arrays`, :meth:`read_into` and :meth:`read_arrays`
+    hand whole arrays to ``ringkv_push_chunk`` / ``ringkv_read`` instead (what the
+    campaign's op loop uses).
     """
 
     def __init__(self, width: int = DEFAULT_WIDTH, *, backend: Backend | None = None):
@@ -170,6 +192,8 @@ class CRing:
         self._b = backend if backend is not None else api_backend()
         self._ffi, self._lib = self._b.ffi, self._b.lib
         self._h = None
+        self._count = self._ffi.new("int64_t *")
+        self._buffers = self._empty_buffers(8)
 
     # -- plumbing ---------------------------------------------------------
     def _fail(self, rc: int, func: str, detail: str) -> None:
@@ -190,7 +214,11 @@ class CRing:
         return int(out[0])
 
     def _floats(self, a: np.ndarray):
-        return self._ffi.cast("float *", a.ctypes.data) if a.size else self._ffi.NULL
+        return self._ffi.from_buffer("float[]", a) if a.size else self._ffi.NULL
+
+    def _empty_buffers(self, capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return (np.empty(capacity, dtype=np.int64), np.empty((capacity, self.width), dtype=np.float32),
+                np.empty((capacity, self.width), dtype=np.float32))
 
     # -- the target protocol ---------------------------------------------
     def reset(self, window: int) -> None:
@@ -211,7 +239,8 @@ class CRing:
         h = self._handle("ringkv_push")
         pos = _int64("position", pos, PositionError)
         k, v = _vec("key", key, self.width), _vec("value", value, self.width)
-        rc = self._lib.ringkv_push(h, pos, self._floats(k), self._floats(v))
+        fb = self._ffi.from_buffer
+        rc = self._lib.ringkv_push(h, pos, fb("float[]", k), fb("float[]", v))
         if rc != OK:
             self._fail(rc, "ringkv_push", f"position {pos} (next position is {self.next_position()})")
 
@@ -244,15 +273,74 @@ class CRing:
         pos, keys, vals = self.read()
         return [(p, keys[i], vals[i]) for i, p in enumerate(pos.tolist())]
 
+    # -- the array entry point ---------------------------------------------
+    def push_arrays(self, positions: np.ndarray, keys: Any, values: Any) -> None:
+        """A prefill chunk as arrays: ``positions`` ``int64[n]`` consecutive from the next position,
+        ``keys`` / ``values`` ``float32[n, width]``; one ``ringkv_push_chunk``. Empty is a no-op."""
+        h = self._handle("ringkv_push_chunk")
+        n = len(positions)
+        if n == 0:
+            rc = self._lib.ringkv_push_chunk(h, 0, 0, self._ffi.NULL, self._ffi.NULL)
+            if rc != OK:
+                self._fail(rc, "ringkv_push_chunk", "empty chunk")
+            return
+        first = _int64("position of entry 0", positions[0], PositionError)
+        if n > 1 and not (int(positions[-1]) - first == n - 1 and bool((np.diff(positions) == 1).all())):
+            bad = next(i for i in range(1, n) if int(positions[i]) != first + i)
+            raise PositionError(f"ringkv_push_chunk: entry {bad} has position {int(positions[bad])}, expected "
+                                f"{first + bad} (chunk positions must be consecutive)", E_POSITION, "ringkv_push_chunk")
+        k, v = _rows("keys", keys, n, self.width), _rows("values", values, n, self.width)
+        fb = self._ffi.from_buffer
+        rc = self._lib.ringkv_push_chunk(h, first, n, fb("float[]", k), fb("float[]", v))
+        if rc != OK:
+            self._fail(rc, "ringkv_push_chunk",
+                       f"first position {first}, {n} entries (next position is {self.next_position()})")
+
+    def read_into(self, positions: np.ndarray, keys: np.ndarray, values: np.ndarray) -> int:
+        """``ringkv_read`` into the caller's arrays (``int64[c]``, ``float32[c, width]`` twice, C-contiguous;
+        the capacity ``c`` is their length); returns how many entries it wrote, oldest first."""
+        h = self._handle("ringkv_read")
+        cap = positions.shape[0]
+        if not (positions.dtype == I64 and positions.flags.c_contiguous and positions.ndim == 1):
+            raise CapacityError(f"ringkv_read: positions buffer {positions.shape} {positions.dtype}, want a "
+                                "C-contiguous int64 vector", E_CAPACITY, "ringkv_read")
+        for name, a in (("keys", keys), ("values", values)):
+            if not (a.dtype == F32 and a.shape == (cap, self.width) and a.flags.c_contiguous):
+                raise CapacityError(f"ringkv_read: {name} buffer {a.shape} {a.dtype}, want C-contiguous float32 "
+                                    f"({cap}, {self.width})", E_CAPACITY, "ringkv_read")
+        fb, out = self._ffi.from_buffer, self._count
+        rc = self._lib.ringkv_read(h, cap, fb("int64_t[]", positions), fb("float[]", keys), fb("float[]", values), out)
+        if rc != OK:
+            self._fail(rc, "ringkv_read", f"capacity {cap} (the cache holds {int(out[0])} entries)"
+                       if rc == E_CAPACITY else f"capacity {cap}")
+        return int(out[0])
+
+    def read_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The cache in logical order as positions, keys and values: views of buffers this object
+        reuses (valid until its next read). A cache holding more than the buffers fit is read again
+        with buffers of the size ``ringkv_read`` reported, so an oversized cache is seen, not refused."""
+        if self._h is None:
+            return self._empty_buffers(0)
+        buf = self._buffers
+        cap = buf[0].shape[0]
+        fb, out = self._ffi.from_buffer, self._count
+        rc = self._lib.ringkv_read(self._h, cap, fb("int64_t[]", buf[0]), fb("float[]", buf[1]),
+                                   fb("float[]", buf[2]), out)
+        if rc == E_CAPACITY:
+            self._buffers = self._empty_buffers(max(int(out[0]), 2 * cap, 8))
+            return self.read_arrays()
+        if rc != OK:
+            self._fail(rc, "ringkv_read", f"capacity {cap}")
+        m = int(out[0])
+        return buf[0][:m], buf[1][:m], buf[2][:m]
+
     # -- the rest of ringkv.h ----------------------------------------------
     def read(self, capacity: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``ringkv_read`` into fresh arrays of ``capacity`` entries (default: the length)."""
         h = self._handle("ringkv_read")
         n = len(self) if capacity is None else _int64("capacity", capacity, CapacityError)
         cap = max(n, 0)
-        pos = np.empty(cap, dtype=np.int64)
-        keys = np.empty((cap, self.width), dtype=np.float32)
-        vals = np.empty((cap, self.width), dtype=np.float32)
+        pos, keys, vals = self._empty_buffers(cap)
         out = self._ffi.new("int64_t *")
         rc = self._lib.ringkv_read(h, n, self._ffi.cast("int64_t *", pos.ctypes.data),
                                    self._floats(keys), self._floats(vals), out)

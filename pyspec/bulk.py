@@ -4,6 +4,7 @@ For a stream of positions ``0..n-1`` and window ``W``, row ``t`` is the cache
 after ``t + 1`` pushes: ``positions_last_window(W, t + 1)``, left-aligned,
 padded with ``-1``. It is tested against the list mirror (``run``/``step``),
 so throughput checking through a C trace call stays tied to the spec.
+:func:`last_window` is ``lastWindow`` itself on the rows of an array.
 """
 
 from __future__ import annotations
@@ -29,3 +30,16 @@ def window_positions(n: int, w: int) -> np.ndarray:
 def window_lengths(n: int, w: int) -> np.ndarray:
     """``int64[n]``: cache length after each push, ``min w (t + 1)`` (Lean ``lastWindow_length``)."""
     return np.minimum(np.arange(1, n + 1, dtype=np.int64), w)
+
+
+def last_window(w: int, hs: np.ndarray) -> np.ndarray:
+    """Lean ``KVWindow.lastWindow w hs := hs.drop (hs.length - w)`` on the rows of an array: the last
+    ``min w n`` rows, as a view (Lean's ``Nat`` subtraction truncates at 0, hence ``max``).
+
+    The array twin of :func:`pyspec.spec.last_window`: the harness keeps a stream's history
+    as arrays (positions, keys, values) and reads what a cache must hold with this, once per op.
+    """
+    if isinstance(w, bool) or not isinstance(w, (int, np.integer)) or w < 0:
+        raise ValueError(f"window must be a natural number (int >= 0), got {w!r}")
+    n = hs.shape[0]
+    return hs[max(n - w, 0):]

@@ -3,6 +3,7 @@
 import json
 
 from fuzz import campaign, seeds
+from fuzz.config import CampaignConfig
 from fuzz.cli import main
 from fuzz.targets.pyring import make_pyring
 from fuzz.targets.cache import CacheTarget
@@ -18,21 +19,21 @@ class ReadsFromSlotZero(PyRing):
 
 
 def test_pyring_campaign_runs_clean(tmp_path):
-    res = campaign.fuzz_target(make_pyring(), seconds=60, max_examples=150, seed=3, seed_dir=tmp_path)
-    assert res.failure is None
-    assert res.examples >= 150 and res.steps > 0
+    res = campaign.fuzz_target(make_pyring(), CampaignConfig(seconds=60, max_examples=150, campaign_seed=3, seeds_dir=str(tmp_path)))
+    assert not res.failures
+    assert res.examples >= 150 and res.tokens > 0
     assert res.phases["first-eviction"] > 0 and res.phases["chunk>W"] > 0
 
 
 def test_broken_ring_is_caught_and_shrunk(tmp_path):
     target = CacheTarget("broken-ring", ReadsFromSlotZero)
-    res = campaign.fuzz_target(target, seconds=60, max_examples=500, seed=1, seed_dir=tmp_path)
-    assert res.failure is not None and "positions" in res.failure
-    stored = seeds.load_seed(res.seed_path)
+    res = campaign.fuzz_target(target, CampaignConfig(seconds=60, max_examples=500, campaign_seed=1, seeds_dir=str(tmp_path)))
+    assert res.failures and "positions" in res.failures[0].error
+    stored = seeds.load_seed(res.failures[0].seed_path)
     # Shrunk: the minimal trigger is a first eviction, W + 1 pushes of W = 1, or one chunk.
-    assert len(stored.ops) <= 2
+    assert len(stored.case.ops) <= 2
     assert stored.found["target"] == "broken-ring"
-    assert json.loads(open(res.seed_path).read())["id"] == stored.id
+    assert json.loads(open(res.failures[0].seed_path).read())["id"] == stored.id
 
 
 def test_cli_fuzz_exit_codes(tmp_path, capsys):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fuzz.cli import main
-from fuzz.ops import PHASES
+from fuzz.oracle import PHASES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,12 +51,12 @@ def test_report_and_plain_progress(tmp_path, capsys, monkeypatch):
     progress = [ln for ln in out.splitlines() if "examples=" in ln]
     assert len(progress) >= 3  # periodic plain lines, no terminal control codes
     assert "\x1b[" not in out
-    assert "summary" in out and "steps/s" in out
+    assert "summary" in out and "tokens/s" in out
     doc = json.loads(rep.read_text())
     assert doc["exit_code"] == 0 and doc["failures"] == []
     assert {t["name"] for t in doc["targets"]} == {"pyring", "py:impl.mutants.slot_ring:SlotRing"}
     for t in doc["targets"]:
-        assert t["examples"] > 0 and t["steps"] > 0 and t["examples_per_s"] > 0 and t["steps_per_s"] > 0
+        assert t["examples"] > 0 and t["tokens"] > 0 and t["examples_per_s"] > 0 and t["tokens_per_s"] > 0
         assert set(t["phases"]) == set(PHASES)
         assert "versions" in t
     assert doc["machine"]["usable_cores"] >= 1 and doc["machine"]["versions"]["python"]

@@ -253,8 +253,9 @@ def test_open_rejects_bad_configs():
 @pytest.mark.parametrize("name", ["cuda-ring", "cuda-decoder"])
 def test_short_gpu_campaign(name):
     from fuzz.campaign import fuzz_target
+    from fuzz.config import CampaignConfig
     from fuzz.targets.registry import resolve
 
-    res = fuzz_target(resolve(name), seconds=15, max_examples=60, seed=11)
-    assert res.failure is None, res.failure
+    res = fuzz_target(resolve(name), CampaignConfig(seconds=15, max_examples=60, campaign_seed=11))
+    assert not res.failures, res.failures
     assert res.examples > 0

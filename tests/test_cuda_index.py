@@ -11,7 +11,8 @@ import pytest
 
 import pyspec
 from fuzz.campaign import fuzz_target
-from fuzz.ops import Chunk, Push, Reset
+from fuzz.config import CampaignConfig
+from fuzz.ops import Case, Chunk, Push, Reset
 from fuzz.targets.base import Mismatch
 
 idx = pytest.importorskip("impl._cudaindex", reason="impl._cudaindex not built (pip install -e .)")
@@ -118,8 +119,8 @@ def test_cache_rows_are_a_bijection():
 def test_cuda_index_campaign_finds_nothing():
     from fuzz.targets.cuda_index import make_cuda_index
 
-    res = fuzz_target(make_cuda_index(), seconds=8, max_examples=150, seed=7)
-    assert res.failure is None, res.failure
+    res = fuzz_target(make_cuda_index(), CampaignConfig(seconds=8, max_examples=150, campaign_seed=7))
+    assert not res.failures, res.failures
     assert res.examples > 0
 
 
@@ -130,7 +131,7 @@ def test_cuda_index_replays_boundary_cases():
     for window, ops in [(1, [Push(), Push(), Chunk(3)]), (4, [Chunk(4), Push(), Chunk(9)]),
                         (3, [Chunk(2), Reset(5), Push(), Chunk(11), Reset(5), Push()]),
                         (6, [Chunk(0), Push()] * 5 + [Chunk(19)])]:
-        t.run(window, ops)
+        t.run(Case(window, ops))
 
 
 # ---------------------------------------------------------------------------
@@ -184,7 +185,7 @@ def test_cuda_index_target_catches_broken_index_math(monkeypatch, overrides, win
 
     monkeypatch.setattr(cuda_targets, "_index_lib", lambda: (ffi, _Proxy(**overrides)))
     with pytest.raises(Mismatch):
-        cuda_targets.make_cuda_index().run(window, ops)
+        cuda_targets.make_cuda_index().run(Case(window, ops))
 
 
 # -- the binding is the header ----------------------------------------------------

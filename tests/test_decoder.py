@@ -9,10 +9,10 @@ import pytest
 import torch
 
 import pyspec
-from fuzz.targets.decoder_props import check_cache, check_greedy, check_stream, expected_positions
+from fuzz.targets.decoder_props import check_cache, check_greedy, check_chunks, expected_positions
 from impl.decoder import torch_threads
 from fuzz.targets.decoder import TARGET_CONFIG, DecoderTarget, make_decoder, token_of
-from fuzz.ops import Chunk, Push, Reset
+from fuzz.ops import Case, Chunk, Push, Reset
 from fuzz.targets.pyring import PyRing
 from impl.decoder import (
     CacheMismatchError, Decoder, DecoderConfig, DecoderError, EmptyPromptError, RingKVCache, TokenError,
@@ -122,7 +122,7 @@ def test_weights_are_seeded_and_hf_named():
 @pytest.mark.parametrize("schedule", [[1] * 23, [23], [7, 2, 1, 1, 9, 3], [3, 3, 3, 3, 3, 3, 5], [11, 12]])
 def test_fixed_parity(dtype, schedule):
     m = Decoder(MIXED, dtype=dtype)
-    assert check_stream(m, toks(23), schedule) is None
+    assert check_chunks(m, toks(23), schedule) is None
 
 
 def test_cache_semantics_positions_and_bytes():
@@ -141,7 +141,7 @@ def test_window_override_and_huge_window_is_global():
     m = Decoder(MIXED)
     c = m.new_cache(window=2)
     assert c.windows == (2, None, 2)
-    assert check_stream(m, toks(15), [4, 1, 10], cache=c) is None
+    assert check_chunks(m, toks(15), [4, 1, 10], cache=c) is None
     # a window >= the stream length behaves exactly like a global layer, and costs only what it holds
     big = Decoder(MIXED, window=(10**9, None, 10**9))
     glob = Decoder(MIXED, window=(None, None, None))
@@ -184,7 +184,7 @@ def test_protocol_backend_matches_torch_bit_for_bit(dtype):
     for sa, sb in zip(a.snapshot(), b.snapshot()):
         assert sa.positions == sb.positions
         assert torch.equal(sa.k, sb.k) and torch.equal(sa.v, sb.v)
-    assert check_stream(m, t, [5, 1, 1, 12], cache=m.new_cache(backend="protocol", ring_factory=PyRing)) is None
+    assert check_chunks(m, t, [5, 1, 1, 12], cache=m.new_cache(backend="protocol", ring_factory=PyRing)) is None
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -217,7 +217,7 @@ def test_cuda_parity_and_same_as_cpu():
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     m = Decoder(MIXED, device="cuda")
-    assert check_stream(m, toks(23), [7, 2, 1, 1, 9, 3]) is None
+    assert check_chunks(m, toks(23), [7, 2, 1, 1, 9, 3]) is None
     cpu = Decoder(MIXED)
     assert torch.allclose(m.full_forward(toks(23)).logits.cpu(), cpu.full_forward(toks(23)).logits, atol=1e-10)
 
@@ -321,12 +321,12 @@ def test_bad_config_values_are_named():
 
 def test_target_runs_every_op_kind():
     t = make_decoder()
-    assert (t.name, t.kind, t.max_window, t.max_tokens) == ("decoder", "model", 16, 64)
+    assert (t.name, t.kind, t.window_max, t.max_tokens) == ("decoder", "model", 16, 64)
     ops = [Push(), Chunk(0), Chunk(9), Push(), Reset(2), Chunk(7), Push(), Reset(5), Push(), Chunk(11)]
-    stats = t.run(3, ops)
-    assert stats.steps == 1 + 9 + 1 + 7 + 1 + 1 + 11
+    stats = t.run(Case(3, ops))
+    assert stats.tokens == 1 + 9 + 1 + 7 + 1 + 1 + 11
     assert {"not-yet-full", "first-eviction", "chunk>W", "after-reset", "steady-state"} <= stats.phases
-    assert t.accepts(17, []) is not None and t.accepts(16, [Reset(4)]) is None
+    assert t.accepts(Case(17, [])) is not None and t.accepts(Case(16, [Reset(4)])) is None
 
 
 def test_target_resolves_from_registry_and_tokens_are_deterministic():

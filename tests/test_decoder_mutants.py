@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from fuzz.campaign import fuzz_target
+
+from fuzz.config import CampaignConfig
 from fuzz.targets.decoder_props import configs, run_parity_property
 from fuzz.targets.decoder import make_decoder
 from impl.mutants.decoder_mutants import DECODER_MUTANTS
@@ -29,9 +31,9 @@ def test_mutant_fails_the_properties(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_campaign_target_kills_mutant(name, tmp_path):
-    res = fuzz_target(make_decoder(name), seconds=30, max_examples=300, seed=0, database=None, seed_dir=tmp_path)
-    assert res.failure is not None, f"mutant {name} survived {res.examples} examples"
-    assert res.failure.startswith("Mismatch: mutant:decoder-" + name)
+    res = fuzz_target(make_decoder(name), CampaignConfig(seconds=30, max_examples=300, campaign_seed=0, seeds_dir=str(tmp_path)))
+    assert res.failures, f"mutant {name} survived {res.examples} examples"
+    assert res.failures[0].error.startswith("Mismatch: mutant:decoder-" + name)
 
 
 def test_unknown_mutant_is_named():

@@ -5,8 +5,10 @@ import pytest
 pytest.importorskip("transformers")
 
 from fuzz.campaign import fuzz_target  # noqa: E402
+
+from fuzz.config import CampaignConfig
 from fuzz.targets.hf.caches import HFCacheTarget, make_hf_dynamic, make_hf_static  # noqa: E402
-from fuzz.ops import Chunk, Push  # noqa: E402
+from fuzz.ops import Case, Chunk, Push  # noqa: E402
 from fuzz.targets.base import Mismatch  # noqa: E402
 from impl.errors import Unavailable  # noqa: E402
 from impl.hf import compat, conventions  # noqa: E402
@@ -20,8 +22,8 @@ def test_versions_reported():
 
 @pytest.mark.parametrize("make", [make_hf_dynamic, make_hf_static], ids=["hf-dynamic", "hf-static"])
 def test_campaign_runs_clean(make, tmp_path):
-    res = fuzz_target(make(), seconds=20, max_examples=80, seed=0, seed_dir=tmp_path)
-    assert res.failure is None, res.failure
+    res = fuzz_target(make(), CampaignConfig(seconds=20, max_examples=80, campaign_seed=0, seeds_dir=str(tmp_path)))
+    assert not res.failures, res.failures
     assert res.examples >= 20
     assert res.phases["first-eviction"] > 0
 
@@ -31,9 +33,8 @@ def test_adapter_shifting_the_window_by_one_is_caught(kind, tmp_path):
     """The adapter bug of converting a window convention wrongly (builds HF with W+1)."""
     if kind == "dynamic" and compat.info().api == "legacy":
         pytest.skip("4.45 DynamicCache never evicts (the window is the mask's job): caught at model level")
-    res = fuzz_target(HFCacheTarget(kind, window_shift=1, name=f"shifted-{kind}"), seconds=30,
-                      max_examples=200, seed=1, seed_dir=tmp_path)
-    assert res.failure is not None and "Mismatch" in res.failure
+    res = fuzz_target(HFCacheTarget(kind, window_shift=1, name=f"shifted-{kind}"), CampaignConfig(seconds=30, max_examples=200, campaign_seed=1, seeds_dir=str(tmp_path)))
+    assert res.failures and "Mismatch" in res.failures[0].error
 
 
 def test_convention_with_w_instead_of_w_minus_1_is_caught():
@@ -50,7 +51,7 @@ def test_convention_with_w_instead_of_w_minus_1_is_caught():
 
     t._driver = lambda w: WrongConvention("dynamic", w, t.width)
     with pytest.raises(Mismatch):
-        t.run(3, [Push(), Push(), Push(), Push()])
+        t.run(Case(3, [Push(), Push(), Push(), Push()]))
 
 
 def test_layer_that_keeps_one_more_is_caught(tmp_path):
@@ -67,8 +68,8 @@ def test_layer_that_keeps_one_more_is_caught(tmp_path):
             return super().get_mask_sizes(query_length)
 
     t = HFCacheTarget("dynamic", layer_class=KeepsOneMore, name="keeps-one-more")
-    res = fuzz_target(t, seconds=30, max_examples=200, seed=2, seed_dir=tmp_path)
-    assert res.failure is not None and "Mismatch" in res.failure
+    res = fuzz_target(t, CampaignConfig(seconds=30, max_examples=200, campaign_seed=2, seeds_dir=str(tmp_path)))
+    assert res.failures and "Mismatch" in res.failures[0].error
 
 
 def test_static_not_yet_full_and_long_chunk_conventions():
@@ -79,11 +80,11 @@ def test_static_not_yet_full_and_long_chunk_conventions():
     assert conventions.static_layer(4, 2, 3) == ([2, 3, 4, 5], [3, 4, 5])
     assert conventions.dynamic_layer(4, 1, 3) == ([2, 3, 4], [3, 4])
     t = HFCacheTarget("static", strict=True)
-    t.run(3, [Chunk(7), Push(), Push()])  # prefill longer than W, then decode: right on every release
-    t.run(4, [Chunk(2), Push()])  # not yet full: W slots, zeros where unfilled
+    t.run(Case(3, [Chunk(7), Push(), Push()]))  # prefill longer than W, then decode: right on every release
+    t.run(Case(4, [Chunk(2), Push()]))  # not yet full: W slots, zeros where unfilled
     if t.info.api == "layers":
-        t.run(3, [Push(), Chunk(7), Push(), Chunk(2), Chunk(3)])
-        t.run(4, [Chunk(2), Chunk(1), Push(), Push(), Chunk(9)])
+        t.run(Case(3, [Push(), Chunk(7), Push(), Chunk(2), Chunk(3)]))
+        t.run(Case(4, [Chunk(2), Chunk(1), Push(), Push(), Chunk(9)]))
 
 
 def test_unavailable_without_transformers(monkeypatch):

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from fuzz.targets.hf.caches import HFCacheTarget, make_hf_dynamic  # noqa: E402
-from fuzz.ops import Chunk, Push  # noqa: E402
+from fuzz.ops import Case, Chunk, Push  # noqa: E402
 from fuzz.targets.base import Mismatch  # noqa: E402
 from impl.hf import compat  # noqa: E402
 from fuzz.targets.hf.models import HFModelTarget  # noqa: E402
@@ -22,7 +22,7 @@ legacy = pytest.mark.skipif(API != "legacy", reason="finding is on the 4.45 cach
 @layers
 def test_window_1_dynamic_layer_keeps_everything():
     with pytest.raises(Mismatch, match=r"stores positions \[0\]"):
-        HFCacheTarget("dynamic", strict=True).run(1, [Push()])
+        HFCacheTarget("dynamic", strict=True).run(Case(1, [Push()]))
 
 
 @layers
@@ -30,41 +30,41 @@ def test_window_1_mistral_decode_logits_are_wrong():
     t = HFModelTarget("mistral", strict=True, modes=["manual"])
     t._convention = lambda n, w: None  # look at the logits only
     with pytest.raises(Mismatch, match="logits at position 3"):
-        t.run(1, [Chunk(3), Push()])
+        t.run(Case(1, [Chunk(3), Push()]))
 
 
 @layers
 def test_static_empty_update_when_full():
     with pytest.raises(Mismatch):
-        HFCacheTarget("static", strict=True).run(2, [Chunk(2), Chunk(0)])
+        HFCacheTarget("static", strict=True).run(Case(2, [Chunk(2), Chunk(0)]))
 
 
 @legacy
 def test_445_static_empty_update_crashes():
     with pytest.raises(Mismatch, match="raised IndexError"):
-        HFCacheTarget("static", strict=True).run(3, [Chunk(0)])
+        HFCacheTarget("static", strict=True).run(Case(3, [Chunk(0)]))
 
 
 @legacy
 def test_445_hybrid_cache_decoding_through_position_w_minus_1():
     # The third token's update returns [1, <zero slot>, 2]: position 0 was evicted one step early.
     with pytest.raises(Mismatch, match=r"returned rows for positions \[1, None, 2\].*also needs \[0\]"):
-        HFCacheTarget("static", strict=True).run(3, [Push(), Push(), Push()])
+        HFCacheTarget("static", strict=True).run(Case(3, [Push(), Push(), Push()]))
     t = HFModelTarget("gemma2", strict=True, modes=["manual"], attns=["eager"])
     t._convention = lambda n, w: None
     with pytest.raises(Mismatch, match="logits at position 2"):
-        t.run(3, [Push(), Push(), Push()])
+        t.run(Case(3, [Push(), Push(), Push()]))
 
 
 @legacy
 def test_445_chunk_after_cached_tokens():
     # A chunk longer than W after cached tokens: only the chunk is returned (context lost).
     with pytest.raises(Mismatch, match=r"also needs \[0\]"):
-        HFCacheTarget("static", strict=True).run(3, [Push(), Chunk(5)])
+        HFCacheTarget("static", strict=True).run(Case(3, [Push(), Chunk(5)]))
 
 
 def test_non_strict_targets_leave_known_cases_out():
     t = make_hf_dynamic()
-    reason = t.accepts(1, [Push()])
+    reason = t.accepts(Case(1, [Push()]))
     if API == "layers":
         assert reason is not None and "hf-sliding-window-1" in reason

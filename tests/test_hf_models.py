@@ -5,8 +5,10 @@ import pytest
 pytest.importorskip("transformers")
 
 from fuzz.campaign import fuzz_target  # noqa: E402
+
+from fuzz.config import CampaignConfig
 from fuzz.targets.hf.models import make_hf_gemma2, make_hf_mistral  # noqa: E402
-from fuzz.ops import Chunk, Push, Reset  # noqa: E402
+from fuzz.ops import Case, Chunk, Push, Reset  # noqa: E402
 from fuzz.targets.base import Mismatch  # noqa: E402
 from impl.hf import compat  # noqa: E402
 from fuzz.targets.hf.models import HFModelTarget  # noqa: E402
@@ -21,8 +23,8 @@ LAYERS_CASE = (3, [Chunk(5), Push(), Push(), Chunk(4), Push(), Reset(4), Chunk(6
 @pytest.mark.parametrize("make", [make_hf_mistral, make_hf_gemma2], ids=["hf-mistral", "hf-gemma2"])
 def test_campaign_runs_clean(make, tmp_path):
     t = make()
-    res = fuzz_target(t, seconds=20, max_examples=20, seed=0, seed_dir=tmp_path)
-    assert res.failure is None, res.failure
+    res = fuzz_target(t, CampaignConfig(seconds=20, max_examples=20, campaign_seed=0, seeds_dir=str(tmp_path)))
+    assert not res.failures, res.failures
     assert res.examples >= 5
     assert res.versions["transformers"] == compat.info().transformers
 
@@ -36,19 +38,19 @@ def test_eager_and_sdpa_each_match_the_reference(arch):
     for attn in impls:
         for mode in ("manual", "generate"):
             t = HFModelTarget(arch, attns=[attn], modes=[mode])
-            t.run(*CASE)
+            t.run(Case(*CASE))
             if t.info.api == "layers":
-                t.run(*LAYERS_CASE)
+                t.run(Case(*LAYERS_CASE))
 
 
 @pytest.mark.parametrize("arch", ["mistral", "gemma2"])
 def test_model_with_window_shifted_by_one_is_caught(arch):
     t = HFModelTarget(arch, window_shift=1, name=f"shifted-{arch}", modes=["manual"], strict=True)
     with pytest.raises(Mismatch, match="logits|stores|row"):
-        t.run(*CASE)
+        t.run(Case(*CASE))
 
 
 def test_shifted_model_is_caught_by_a_campaign(tmp_path):
     t = HFModelTarget("mistral", window_shift=-1, name="narrowed-mistral", modes=["manual"], attns=["sdpa"])
-    res = fuzz_target(t, seconds=30, max_examples=60, seed=0, seed_dir=tmp_path, window_max=8)
-    assert res.failure is not None and "Mismatch" in res.failure
+    res = fuzz_target(t, CampaignConfig(seconds=30, max_examples=60, campaign_seed=0, seeds_dir=str(tmp_path), window_max=8))
+    assert res.failures and "Mismatch" in res.failures[0].error

@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from fuzz import seeds
 from fuzz.cli import main
-from fuzz.ops import Chunk, Push, Reset, parse_ops
+from fuzz.config import CampaignConfig
+from fuzz.ops import Case, Chunk, Push, Reset
 from fuzz.strategies import uniform_case, uniform_cases
 from impl.errors import Unavailable
 from fuzz.killtable import censored_stats, run_mutants, summarize
@@ -39,7 +40,7 @@ def test_catalogue_covers_design_bug_classes():
 
 def test_every_mutant_is_killed_within_bound():
     before = sorted(p.name for p in seeds.seed_paths())
-    results = run_mutants(time_per=30, max_examples=BOUND + 40, seed=0)
+    results = run_mutants(CampaignConfig(seconds=30, max_examples=BOUND + 40, campaign_seed=0, save_seeds=False))
     assert sorted(p.name for p in seeds.seed_paths()) == before  # kills write no seeds
     available = [k for k in results if k.available]
     assert len([k for k in available if k.kind == "py-ring"]) >= 8
@@ -48,7 +49,7 @@ def test_every_mutant_is_killed_within_bound():
     slow = [(k.name, k.examples) for k in available if k.examples > BOUND]
     assert not slow, f"killed too late: {slow}"
     for k in available:
-        assert k.ops is not None and k.window is not None  # the shrunk seed is reported
+        assert k.case is not None  # the shrunk seed is reported
     for k in results:
         if not k.available:
             assert k.reason  # unavailable mutants say why
@@ -78,32 +79,33 @@ def test_boundary_mutant_fails_only_at_its_boundary(name):
     window, hits, misses = BOUNDARY[name]
     for text in hits:
         with pytest.raises(AssertionError):
-            target.run(window, parse_ops(text))
+            target.run(Case.parse(window, text))
     for text in misses:
-        target.run(window, parse_ops(text))  # no mismatch
+        target.run(Case.parse(window, text))  # no mismatch
 
 
 @pytest.mark.parametrize("name", sorted(BOUNDARY))
 def test_boundary_mutant_killed_under_every_seed(name):
-    (k,) = run_mutants(time_per=30, max_examples=BOUND + 40, seed=0, repeats=5, only=[name])
+    (k,) = run_mutants(CampaignConfig(seconds=30, max_examples=BOUND + 40, campaign_seed=0, save_seeds=False),
+                       repeats=5, only=[name])
     if not k.available:
         pytest.skip(k.reason)
-    assert [r["seed"] for r in k.biased_runs] == [0, 1, 2, 3, 4]
-    slow = [(r["seed"], r["examples"] if r["killed"] else f">{r['examples_run']}")
+    assert [r["campaign_seed"] for r in k.biased_runs] == [0, 1, 2, 3, 4]
+    slow = [(r["campaign_seed"], r["examples"] if r["killed"] else f">{r['examples_run']}")
             for r in k.biased_runs if not r["killed"] or r["examples"] > BOUND]
     assert not slow, f"{name}: not killed within {BOUND} examples under seeds {slow}"
 
 
 def test_baseline_reports_every_seed():
-    (k,) = run_mutants(time_per=10, max_examples=150, seed=3, repeats=3, baseline=True,
-                       only=["ring-chunk-overflow-by-one"])
+    (k,) = run_mutants(CampaignConfig(seconds=10, max_examples=150, campaign_seed=3, save_seeds=False),
+                       mode="both", repeats=3, only=["ring-chunk-overflow-by-one"])
     assert k.repeats == 3 and len(k.biased_runs) == len(k.baseline_runs) == 3
     for runs in (k.biased_runs, k.baseline_runs):
-        assert [r["seed"] for r in runs] == [3, 4, 5]
+        assert [r["campaign_seed"] for r in runs] == [3, 4, 5]
         for r in runs:
-            assert set(r) >= {"killed", "examples", "steps", "examples_run", "steps_run", "seconds_run"}
+            assert set(r) >= {"killed", "examples", "tokens", "examples_run", "tokens_run", "seconds_run"}
             if r["killed"]:
-                assert 1 <= r["examples"] <= r["examples_run"] and r["steps"] >= 1
+                assert 1 <= r["examples"] <= r["examples_run"] and r["tokens"] >= 1
             else:
                 assert r["examples"] is None and r["examples_run"] >= 1
     # repeat 0 fills the fields kvwindow bench reads
@@ -111,7 +113,7 @@ def test_baseline_reports_every_seed():
     assert k.baseline_killed == k.baseline_runs[0]["killed"]
     j = k.to_json()
     assert j["summary"]["biased"]["runs"] == 3 and j["summary"]["uniform"]["runs"] == 3
-    assert set(j["summary"]["median_ratio"]) == {"examples", "steps"}
+    assert set(j["summary"]["median_ratio"]) == {"examples", "tokens"}
 
 
 def test_censored_stats_count_survivors_as_lower_bounds():
@@ -125,16 +127,17 @@ def test_censored_stats_count_survivors_as_lower_bounds():
     st = censored_stats(runs, "examples")
     assert st["median"] == (9 + 100) / 2 and st["median_lower_bound"]
     for r in runs:
-        r["steps"], r["steps_run"] = r["examples"], r["examples_run"]
+        r["tokens"], r["tokens_run"] = r["examples"], r["examples_run"]
     s = summarize(runs)
-    assert s["kills"] == 2 and s["kill_rate"] == 0.5 and s["steps"]["max_lower_bound"]
+    assert s["kills"] == 2 and s["kill_rate"] == 0.5 and s["tokens"]["max_lower_bound"]
 
 
 def test_uniform_baseline_is_naive_and_reproducible():
     rng = random.Random(7)
     sizes, resets, kinds = set(), set(), {"push": 0, "chunk": 0, "reset": 0}
     for _ in range(400):
-        w, ops = uniform_case(rng, window_max=8)
+        case = uniform_case(rng, window_max=8)
+        w, ops = case.window, case.ops
         assert 1 <= w <= 8 and len(ops) <= 24
         for op in ops:
             if isinstance(op, Chunk):
@@ -167,7 +170,8 @@ def test_uniform_baseline_is_naive_and_reproducible():
 
 
 def test_baseline_runs_side_by_side():
-    (k,) = run_mutants(time_per=10, max_examples=100, seed=0, baseline=True, only=["ring-keeps-W+1"])
+    (k,) = run_mutants(CampaignConfig(seconds=10, max_examples=100, campaign_seed=0, save_seeds=False),
+                       mode="both", only=["ring-keeps-W+1"])
     assert k.killed and k.baseline_killed is not None
     if k.baseline_killed:
         assert k.baseline_examples >= 1 and k.ratio is not None

@@ -1,7 +1,7 @@
 """Bulk mode: every step of long streams checked through ringkv_trace against pyspec.bulk.
 
 Also checks that the bulk checker's shortcuts are the spec: the vectorized
-payloads are fuzz.ops.payload, the numpy hash is the header's formula (against
+payloads are fuzz.oracle.payload's, the numpy hash is the header's formula (against
 an independent per-float implementation and the C ringkv_checksum), and the
 translated rows are window_positions' rows.
 """
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from fuzz.targets import ring_bulk as bulk
-from fuzz.ops import payload
+from fuzz.oracle import payload, payloads
 from impl.ring import CRing, load_library
 from pyspec.bulk import window_positions
 
@@ -36,8 +36,8 @@ def _h_reference(key, value) -> int:
 
 
 @pytest.mark.parametrize("epoch,first,width", [(0, 0, 4), (3, 4_194_000, 16), (7, 10**7, 1)])
-def test_payloads_are_fuzz_ops_payload(epoch, first, width):
-    keys, vals = bulk.payloads(epoch, first, 50, width)
+def test_payloads_of_a_range_are_payload_per_position(epoch, first, width):
+    keys, vals = payloads(epoch, np.arange(first, first + 50, dtype=np.int64), width)
     for i in range(50):
         k, v = payload(epoch, first + i, width)
         assert np.array_equal(keys[i], k) and np.array_equal(vals[i], v)
@@ -85,19 +85,19 @@ def test_bulk_property(runs, epoch):
     (so each later stream starts with a reset that may change the window)."""
     ring = CRing(16)
     for i, (w, segs) in enumerate(runs):
-        res = bulk.check_stream(w, sum(segs), ring=ring, segments=segs, epoch=epoch + i)
-        assert res.steps == sum(segs)
+        res = bulk.check_trace(w, sum(segs), ring=ring, segments=segs, epoch=epoch + i)
+        assert res.tokens == sum(segs)
 
 
 @pytest.mark.parametrize("w,n", [(1, 100_000), (7, 100_000), (512, 60_000)])
 def test_long_streams(w, n):
-    res = bulk.check_stream(w, n, width=16, epoch=w)
-    assert res.steps == n
+    res = bulk.check_trace(w, n, width=16, epoch=w)
+    assert res.tokens == n
 
 
 def test_measure_bulk_reports_rate():
     out = bulk.measure_bulk(8, 20_000, 16)
-    assert out["steps"] == 20_000 and out["w"] == 8 and out["width"] == 16 and out["steps_per_s"] > 0
+    assert out["tokens"] == 20_000 and out["w"] == 8 and out["width"] == 16 and out["tokens_per_s"] > 0
 
 
 @needs_cc
@@ -113,4 +113,4 @@ def test_bulk_catches_broken_copies(tmp_path, edit, what):
 
     backend = load_library(compile_ring_library(tmp_path / "libbroken.so", replace=edit))
     with pytest.raises(bulk.BulkMismatch, match=f"W=5: after push #\\d+ .*{what}"):
-        bulk.check_stream(5, 1000, width=16, backend=backend)
+        bulk.check_trace(5, 1000, width=16, backend=backend)

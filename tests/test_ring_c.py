@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fuzz.ops import payload
+from fuzz.oracle import payload
 from impl import ring as R
 
 CSRC = Path(__file__).resolve().parent.parent / "csrc"
@@ -239,15 +239,15 @@ def test_python_campaign_against_sanitizer_library(built, tmp_path):
     script = f"""
 from fuzz.targets import registry
 from fuzz.campaign import fuzz_target
-from fuzz.targets.ring_bulk import check_stream
+from fuzz.config import CampaignConfig
+from fuzz.targets.ring_bulk import check_trace
 from impl.ring import load_library
 lib = {str(built / 'libringkv_asan.so')!r}
-r = fuzz_target(registry.resolve('c:' + lib), seconds=30, max_examples=200, seed=2,
-                seed_dir={str(tmp_path)!r}, database=None)
-assert r.failure is None and r.examples == 200, r.failure
+r = fuzz_target(registry.resolve('c:' + lib), CampaignConfig(seconds=30, max_examples=200, campaign_seed=2, seeds_dir=str({str(tmp_path)!r})))
+assert not r.failures and r.examples == 200, r.failures
 b = load_library(lib)
 for w in (1, 5, 64, 512):
-    check_stream(w, 3000, backend=b, segments=[1000, 0, 7, 1993])
+    check_trace(w, 3000, backend=b, segments=[1000, 0, 7, 1993])
 print('SANITIZED-OK')
 """
     env = dict(os.environ, LD_PRELOAD=asan, ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1")

@@ -14,6 +14,7 @@ from hypothesis import Phase, settings
 
 from fuzz.targets import registry
 from fuzz.campaign import fuzz_target
+from fuzz.config import CampaignConfig
 from fuzz.targets.ring_machine import ring_c_machine, ring_machine
 from impl._ring_build import CSRC, compile_ring_library
 
@@ -34,9 +35,9 @@ def test_ring_c_is_registered_and_available():
 
 
 def test_ring_c_campaign_passes(tmp_path):
-    res = fuzz_target(registry.resolve("ring-c"), seconds=30, max_examples=150, seed=4, seed_dir=tmp_path)
-    assert res.failure is None, res.failure
-    assert res.examples == 150 and res.steps > 1000
+    res = fuzz_target(registry.resolve("ring-c"), CampaignConfig(seconds=30, max_examples=150, campaign_seed=4, seeds_dir=str(tmp_path)))
+    assert not res.failures, res.failures
+    assert res.examples == 150 and res.tokens > 1000
     assert all(res.phases[p] > 0 for p in ("first-eviction", "chunk>W", "after-reset")), res.phases
 
 
@@ -45,8 +46,8 @@ def test_copy_under_another_name_passes(tmp_path):
     lib = compile_ring_library(tmp_path / "libmycache.so")
     target = registry.resolve(f"c:{lib}")
     assert target.name == f"c:{lib}"
-    res = fuzz_target(target, seconds=30, max_examples=150, seed=5, seed_dir=tmp_path)
-    assert res.failure is None, res.failure
+    res = fuzz_target(target, CampaignConfig(seconds=30, max_examples=150, campaign_seed=5, seeds_dir=str(tmp_path)))
+    assert not res.failures, res.failures
 
 
 @needs_cc
@@ -64,10 +65,9 @@ def test_state_machine_catches_broken_copy(tmp_path):
 @needs_cc
 def test_campaign_catches_broken_copy(tmp_path):
     lib = compile_ring_library(tmp_path / "libbroken.so", replace=BROKEN_CHUNK)
-    res = fuzz_target(registry.resolve(f"c:{lib}"), seconds=20, seed=6, seed_dir=tmp_path / "seeds",
-                      database=None)
-    assert res.failure is not None and "Mismatch" in res.failure, res.failure
-    assert "chunk" in res.failure  # the shrunk case needs a chunk of >= W entries
+    res = fuzz_target(registry.resolve(f"c:{lib}"), CampaignConfig(seconds=20, campaign_seed=6, seeds_dir=str(tmp_path / "seeds")))
+    assert res.failures and "Mismatch" in res.failures[0].error, res.failures
+    assert "chunk" in res.failures[0].case.text  # the shrunk case needs a chunk of >= W entries
 
 
 @needs_cc

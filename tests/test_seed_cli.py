@@ -6,7 +6,7 @@ import pytest
 
 from fuzz import seeds
 from fuzz.cli import main
-from fuzz.ops import Push
+from fuzz.ops import Case, Push
 
 
 def run(capsys, *argv):
@@ -35,11 +35,11 @@ def test_add_ops_list_show_and_dedup(tmp_path, capsys):
 
 def test_add_file_copies_and_keeps_id(tmp_path, capsys):
     src = tmp_path / "src"
-    s = seeds.Seed(3, [Push()] * 4, {"target": "x"})
+    s = seeds.Seed(Case(3, [Push()] * 4), {"target": "x"})
     path, _ = seeds.save_seed(s, src)
     rc, out, _ = run(capsys, "seeds", "--seeds-dir", str(tmp_path / "dst"), "add", str(path))
     assert rc == 0 and s.id in out
-    assert seeds.load_seed(tmp_path / "dst" / f"{s.id}.json").window == 3
+    assert seeds.load_seed(tmp_path / "dst" / f"{s.id}.json").case.window == 3
 
 
 @pytest.mark.parametrize("text,needle", [
@@ -62,7 +62,7 @@ def test_malformed_seed_file_exit_2_one_line(tmp_path, capsys, text, needle):
 
 
 def test_corrupt_stored_seed_is_not_replaced(tmp_path, capsys):
-    s = seeds.Seed(2, [Push()] * 3)
+    s = seeds.Seed(Case(2, [Push()] * 3))
     stored = tmp_path / f"{s.id}.json"
     stored.write_text("{truncated")
     rc, _, err = run(capsys, "seeds", "--seeds-dir", str(tmp_path), "add", "--ops", "push push push", "--window", "2")
@@ -80,11 +80,11 @@ def test_bad_ops_and_missing_args_exit_2(tmp_path, capsys):
 
 
 def test_replay_ok_and_window_too_wide_exit_2(tmp_path, capsys):
-    s = seeds.Seed(3, [Push()] * 5)
+    s = seeds.Seed(Case(3, [Push()] * 5))
     path, _ = seeds.save_seed(s, tmp_path)
     rc, out, _ = run(capsys, "replay", str(path), "--target", "pyring")
     assert rc == 0 and f"{s.id} pyring: ok" in out
-    wide = seeds.Seed(40, [Push()] * 3)
+    wide = seeds.Seed(Case(40, [Push()] * 3))
     wpath, _ = seeds.save_seed(wide, tmp_path)
     rc, _, err = run(capsys, "replay", str(wpath), "--target", "decoder")
     if "not available" in err:
@@ -93,7 +93,7 @@ def test_replay_ok_and_window_too_wide_exit_2(tmp_path, capsys):
 
 
 def test_replay_finds_bug_exit_1(tmp_path, capsys):
-    s = seeds.Seed(2, [Push()] * 3)
+    s = seeds.Seed(Case(2, [Push()] * 3))
     path, _ = seeds.save_seed(s, tmp_path)
     rc, out, _ = run(capsys, "replay", str(path), "--target", "py:tests.test_campaign_pyring:ReadsFromSlotZero")
     assert rc == 1 and "FAILED" in out

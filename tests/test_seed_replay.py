@@ -46,7 +46,7 @@ def test_seed_replays(path, seed, target_name):
     target, why = _target(target_name)
     if target is None:
         pytest.skip(f"{target_name} not available here: {why}")
-    reason = target.accepts(seed.window, seed.ops)
+    reason = target.accepts(seed.case)
     if reason is not None:
         pytest.skip(f"seed {seed.id} cannot run on {target_name}: {reason}")
     err = replay_seed(seed, target)

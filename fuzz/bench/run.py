@@ -2,7 +2,7 @@
 
 One command measures what a harness costs and what it finds, and draws it:
 
-1. **throughput** — spec-checked steps/s and examples/s per target, in stateful
+1. **throughput** — spec-checked tokens/s and examples/s per target, in stateful
    mode (a Hypothesis campaign through :func:`fuzz.campaign.fuzz_target`, one
    start window ``W`` per cell) and in bulk mode (the C ring's trace call,
    :func:`fuzz.targets.ring_bulk.measure_bulk`), over ``W``;
@@ -173,27 +173,19 @@ def _fmt_ratio(r: dict | None) -> str:
 # Section 1: throughput
 
 
-def _fixed_window_cases(window: int, max_tokens: int | None):
-    """Boundary-biased cases that start at window ``W`` (resets stay at or below ``W``)."""
-    from hypothesis import strategies as st
-
-    from fuzz.strategies import op_lists
-
-    return st.tuples(st.just(window), op_lists(window, window_max=window, max_tokens=max_tokens))
-
-
-def measure_stateful(target, window: int, seconds: float, seed: int, seed_dir: Path) -> dict[str, Any]:
-    """A stateful campaign on ``target`` at start window ``window`` for ``seconds``
-    (:func:`fuzz.campaign.fuzz_target` checks its budget before every example)."""
+def measure_campaign(target, window: int, seconds: float, campaign_seed: int) -> dict[str, Any]:
+    """The ordinary campaign (:func:`fuzz.campaign.fuzz_target`: boundary tours, then cases that
+    start at window ``window``, resets at or below it) on ``target`` for ``seconds``."""
     from fuzz.campaign import fuzz_target
+    from fuzz.config import CampaignConfig
 
-    strat = _fixed_window_cases(window, getattr(target, "max_tokens", None))
-    r = fuzz_target(target, seconds=seconds, window_max=window, seed=seed, database=None,
-                    seed_dir=seed_dir, strategy=strat, save_seed=False)
-    if r.failure:
-        raise RuntimeError(f"{target.name} failed during the benchmark: {r.failure.splitlines()[0]}")
-    return {"examples": r.examples, "steps": r.steps, "seconds": r.seconds,
-            "examples_per_s": r.examples_per_s, "steps_per_s": r.steps_per_s}
+    config = CampaignConfig(seconds=seconds, window_max=window, start_window=window, campaign_seed=campaign_seed,
+                            save_seeds=False)
+    r = fuzz_target(target, config)
+    if r.failures:
+        raise RuntimeError(f"{target.name} failed during the benchmark: {r.failures[0].error.splitlines()[0]}")
+    return {"examples": r.examples, "tokens": r.tokens, "seconds": r.seconds,
+            "examples_per_s": r.examples_per_s, "tokens_per_s": r.tokens_per_s}
 
 
 #: The helpers each section measures with (imported lazily: a missing one disables only its section).
@@ -233,7 +225,7 @@ def section_throughput(b: Budget, seed_dir: Path, log: Callable[[str], None]) ->
 
     # Warm-up, not recorded: first Hypothesis call, library loading, torch kernels.
     for name, t in targets.items():
-        measure_stateful(t, min(b.windows), min(0.3, b.stateful_s), seed=0, seed_dir=seed_dir)
+        measure_campaign(t, min(b.windows), min(0.3, b.stateful_s), campaign_seed=0)
     if bulk is not None:
         try:
             bulk(w=min(b.windows), n=min(1000, b.bulk_n), width=b.bulk_width)
@@ -246,14 +238,14 @@ def section_throughput(b: Budget, seed_dir: Path, log: Callable[[str], None]) ->
     for rep in range(b.repeats):
         for w in b.windows:
             for name, t in targets.items():
-                mw = getattr(t, "max_window", None)
+                mw = t.window_max
                 if mw is not None and w > mw:
                     skipped.setdefault(f"{name}@W={w}", f"window above {name}'s maximum {mw}")
                     continue
                 # slow model targets get a small share at big windows; the rate is what matters
-                m = measure_stateful(t, w, cell_s, seed=rep * 1000 + w, seed_dir=seed_dir)
+                m = measure_campaign(t, w, cell_s, campaign_seed=rep * 1000 + w)
                 if not m["examples"]:  # the budget ended before one example finished: no rate
-                    m["steps_per_s"] = m["examples_per_s"] = None
+                    m["tokens_per_s"] = m["examples_per_s"] = None
                 raw.setdefault((name, "stateful", w), []).append(m)
             if bulk is not None:
                 try:
@@ -267,23 +259,23 @@ def section_throughput(b: Budget, seed_dir: Path, log: Callable[[str], None]) ->
     rows = []
     for (name, mode, w), reps in sorted(raw.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
         rows.append({"target": name, "mode": mode, "window": w,
-                     "steps_per_s": stats([r.get("steps_per_s") for r in reps]),
+                     "tokens_per_s": stats([r.get("tokens_per_s") for r in reps]),
                      "examples_per_s": stats([r.get("examples_per_s") for r in reps if "examples_per_s" in r]),
-                     "steps": sum(int(r.get("steps", r.get("n", 0)) or 0) for r in reps),
+                     "tokens": sum(int(r.get("tokens", r.get("n", 0)) or 0) for r in reps),
                      "repeats": reps})
 
     ratios = []
     for w in b.windows:
         def per_rep(a, b_):
             ra, rb = raw.get(a, []), raw.get(b_, [])
-            return [x["steps_per_s"] / y["steps_per_s"] for x, y in zip(ra, rb)
-                    if x.get("steps_per_s") and y.get("steps_per_s")]
+            return [x["tokens_per_s"] / y["tokens_per_s"] for x, y in zip(ra, rb)
+                    if x.get("tokens_per_s") and y.get("tokens_per_s")]
         pairs = [(("ring-c", "bulk", w), ("ring-c", "stateful", w), "bulk / stateful, ring-c"),
                  (("ring-c", "stateful", w), ("pyring", "stateful", w), "ring-c / pyring, stateful")]
         for a, b_, label in pairs:
             vals = per_rep(a, b_)
             if vals:
-                ratios.append(ratio(vals, f"{label}, W={w}", f"{a[0]} {a[1]} steps/s", f"{b_[0]} {b_[1]} steps/s",
+                ratios.append(ratio(vals, f"{label}, W={w}", f"{a[0]} {a[1]} tokens/s", f"{b_[0]} {b_[1]} tokens/s",
                                     window=w))
     return {"status": "ok", "rows": rows, "ratios": ratios,
             "bulk": {"function": bulk_path, "n": b.bulk_n, "width": b.bulk_width,
@@ -298,7 +290,7 @@ def section_throughput(b: Budget, seed_dir: Path, log: Callable[[str], None]) ->
 
 
 #: What a kill costs, three ways: test cases run, tokens pushed, wall seconds (until the first failure).
-KILL_METRICS = ("examples", "steps", "seconds")
+KILL_METRICS = ("examples", "tokens", "seconds")
 
 
 def section_mutants(b: Budget, seed_dir: Path, log: Callable[[str], None]) -> dict[str, Any]:
@@ -308,15 +300,18 @@ def section_mutants(b: Budget, seed_dir: Path, log: Callable[[str], None]) -> di
     per: dict[str, dict[str, Any]] = {}
     unavailable: dict[str, str] = {}
     # One call, ``repeats`` campaign seeds: per mutant and seed the biased run, then the baseline.
-    res = run_mutants(baseline=True, mode="both", time_per=b.mutant_s, max_examples=b.mutant_max_examples,
-                      seed=0, repeats=b.mutant_repeats, only=list(b.mutant_only) if b.mutant_only else None)
+    from fuzz.config import CampaignConfig
+
+    config = CampaignConfig(seconds=b.mutant_s, max_examples=b.mutant_max_examples, campaign_seed=0, save_seeds=False)
+    res = run_mutants(config, mode="both", repeats=b.mutant_repeats,
+                      only=list(b.mutant_only) if b.mutant_only else None)
     for k in res:
         if not k.available:
             unavailable[k.name] = k.reason
             continue
         per[k.name] = {"bug_class": k.bug_class, "kind": k.kind, "reference": k.reference,
                        "biased": list(k.biased_runs), "uniform": list(k.baseline_runs),
-                       "shrunk": f"W={k.window}: {k.ops or '(no ops)'}" if k.killed and k.ops is not None else None}
+                       "shrunk": str(k.case) if k.killed and k.case is not None else None}
     log(f"  mutants: {len(per)} mutants x {b.mutant_repeats} seeds x 2 testers done")
     if not per:
         raise Unavailable("no mutant could be built here: " + "; ".join(f"{k}: {v}" for k, v in unavailable.items()))
@@ -512,14 +507,14 @@ def plot_throughput(sec: dict, path: Path, machine: str) -> None:
         ws = [r["window"] for r in rows]
         style = "-o" if mode == "stateful" else "--s"
         color = colors[i % len(colors)]
-        for ax, key in zip(axes, ("steps_per_s", "examples_per_s")):
+        for ax, key in zip(axes, ("tokens_per_s", "examples_per_s")):
             ok = [(w, r[key]) for w, r in zip(ws, rows) if r[key]["median"]]
             if not ok:
                 continue
             med, err = _errbars([s for _, s in ok])
             ax.errorbar([w for w, _ in ok], med, yerr=err, fmt=style, capsize=3, color=color,
                         label=f"{name} ({mode})")
-    for ax, title, unit in ((axes[0], "Spec-checked steps per second", "steps / s"),
+    for ax, title, unit in ((axes[0], "Spec-checked tokens per second", "tokens / s"),
                             (axes[1], "Examples (test cases) per second", "examples / s")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -545,7 +540,7 @@ def plot_mutants(sec: dict, path: Path, budget: Budget) -> None:
     names = [r["mutant"] for r in rows]
     y = list(range(len(rows)))
     panels = (("examples", "test cases until the first kill", "Examples to kill", 1.0),
-              ("steps", "tokens pushed until the first kill (0 drawn at 0.5)", "Tokens to kill", 0.5),
+              ("tokens", "tokens pushed until the first kill (0 drawn at 0.5)", "Tokens to kill", 0.5),
               ("seconds", "seconds until the first kill", "Seconds to kill", 1e-3))
     for ax, (metric, unit, title, floor) in zip(axes, panels):
         for off, mode, color, label in ((-0.2, "biased", "tab:blue", "boundary-biased (harness)"),
@@ -657,20 +652,20 @@ def render_markdown(rep: dict) -> str:
          "as median (min–max, n = repeats).", ""]
 
     s = rep["sections"]["throughput"]
-    L += ["## 1. Throughput: spec-checked steps/s and examples/s", ""]
+    L += ["## 1. Throughput: spec-checked tokens/s and examples/s", ""]
     if _na(s):
         L += [f"{_na(s)}", ""]
     else:
         L += ["Stateful: a Hypothesis campaign (`fuzz.campaign.fuzz_target`) starting at window W, contents "
               "checked against pyspec after every op. Bulk: one C trace call per stream, checked against "
               "`pyspec.bulk`. " + (f"Bulk: {s['bulk']['status']}." if s['bulk']['status'] != 'ok' else ""), "",
-              "| target | mode | W | steps/s (median) | min–max | examples/s (median) | steps measured |",
+              "| target | mode | W | tokens/s (median) | min–max | examples/s (median) | tokens measured |",
               "|---|---|---:|---:|---:|---:|---:|"]
         for r in s["rows"]:
-            st_ = r["steps_per_s"]
+            st_ = r["tokens_per_s"]
             L.append(f"| {r['target']} | {r['mode']} | {r['window']} | {_fmt(st_['median'])} | "
                      f"{_fmt(st_['min'])}–{_fmt(st_['max'])} | {_fmt(r['examples_per_s']['median'])} | "
-                     f"{_fmt(r['steps'])} |")
+                     f"{_fmt(r['tokens'])} |")
         L += ["", "| comparison | ratio |", "|---|---:|"]
         L += [f"| {r['label']} | {_fmt_ratio(r)} |" for r in s["ratios"]]
         if s.get("skipped"):
@@ -702,8 +697,8 @@ def render_markdown(rep: dict) -> str:
             bi, un = r["biased"], r["uniform"]
             pair = lambda m: f"{_fmt(bi[m]['median'])} / {_fmt(un[m]['median'])}"  # noqa: E731
             L.append(f"| {r['mutant']} | {r['bug_class'] or ''} | {bi['killed']} / {un['killed']} | "
-                     f"{pair('examples')} | {pair('steps')} | {pair('seconds')} | "
-                     f"{_fmt_ratio(r.get('ratio_examples'))} | {_fmt_ratio(r.get('ratio_steps'))} | "
+                     f"{pair('examples')} | {pair('tokens')} | {pair('seconds')} | "
+                     f"{_fmt_ratio(r.get('ratio_examples'))} | {_fmt_ratio(r.get('ratio_tokens'))} | "
                      f"{_fmt_ratio(r.get('ratio_seconds'))} |")
         if s.get("unavailable"):
             L += ["", "Not built here: " + "; ".join(f"{k} ({v})" for k, v in s["unavailable"].items()) + "."]

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Sequence
 
-from fuzz.ops import Op, Reset, format_ops
+from fuzz.ops import Case, Op
 
 
 class TargetError(ValueError):
@@ -26,39 +25,41 @@ class Mismatch(AssertionError):
 
     def __init__(self, target: str, index: int, op: Op | None, detail: str):
         self.target, self.index, self.op, self.detail = target, index, op, detail
-        where = "after reset" if op is None else f"after op #{index} ({format_ops([op])})"
+        where = "after reset" if op is None else f"after op #{index} ({op.text})"
         super().__init__(f"{target}: {where}: {detail}")
 
 
 @dataclass
 class RunStats:
-    steps: int = 0
+    """What one case exercised: tokens pushed (a chunk of k is k) and the boundary phases it passed."""
+
+    tokens: int = 0
     phases: set[str] = field(default_factory=set)
 
 
 class Target(ABC):
-    """One implementation under test. ``name`` is what ``--target`` takes."""
+    """One implementation under test. ``name`` is what ``--target`` takes to build it again."""
 
     name: str = "?"
     #: ``cache`` targets compare contents; ``model`` targets also compare logits.
     kind: str = "cache"
     #: The largest window the target accepts (``None``: no limit of its own).
-    max_window: int | None = None
+    window_max: int | None = None
     #: Largest stream length per case the campaign should generate (model targets are slower).
     max_tokens: int | None = None
 
-    def accepts(self, window: int, ops: Sequence[Op]) -> str | None:
-        """``None`` if the case fits this target, else why not (e.g. a window above ``max_window``)."""
-        if self.max_window is None:
+    def accepts(self, case: Case) -> str | None:
+        """``None`` if the case fits this target, else why not (e.g. a window above ``window_max``)."""
+        if self.window_max is None:
             return None
-        widest = max([window] + [op.window for op in ops if isinstance(op, Reset)])
-        if widest > self.max_window:
-            return f"window {widest} exceeds {self.name}'s maximum {self.max_window}"
+        widest = case.widest_window()
+        if widest > self.window_max:
+            return f"window {widest} exceeds {self.name}'s maximum {self.window_max}"
         return None
 
     @abstractmethod
-    def run(self, window: int, ops: Sequence[Op]) -> RunStats:
-        """Drive a fresh stream through ``ops``; raise :class:`Mismatch` on disagreement."""
+    def run(self, case: Case) -> RunStats:
+        """Drive fresh streams through ``case``; raise :class:`Mismatch` at the first disagreement."""
 
     def versions(self) -> dict[str, str]:
         """Versions of third-party code this target exercises (for campaign reports)."""

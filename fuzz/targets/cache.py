@@ -1,23 +1,36 @@
-"""``CacheTarget``: the op loop and contents check for any cache implementing the Python target protocol.
+"""``CacheTarget``: the op loop and contents check for any cache, and the one adapter from the tuple
+protocol of DESIGN §4 to the arrays the loop runs on.
 
-:class:`CacheTarget` drives any object implementing the Python target
-protocol of DESIGN §4 (``reset``/``push``/``push_chunk``/``contents``), which
-is how ``pyring``, ``ring-c``, ``c:PATH.so``, ``py:module:Class`` and the
-cache-level third-party adapters are all fuzzed by the same loop.
+The loop hands a cache arrays and reads arrays back: the oracle's entries are
+slices of :class:`~fuzz.oracle.SpecStream`'s history (positions ``int64[n]``,
+keys and values ``float32[n, width]``), a chunk is pushed with one
+``push_arrays`` call, and the contents come back from ``read_arrays`` and are
+compared with ``lastWindow W history`` by array equality — positions, then
+payloads — after every op. The entry that differs is looked for only once a
+difference is known.
+
+A cache that speaks only the tuple protocol (``reset``/``push``/``push_chunk``/
+``contents``: every ``py:`` class, ``pyring``, the Python mutants) is wrapped in
+:class:`TupleCache` at this boundary; :class:`impl.ring.CRing` (``ring-c``, every
+``c:`` library) speaks the array protocol itself.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
-
 import importlib
+from typing import Any, Callable
 
 import numpy as np
 
-from fuzz.ops import PAYLOAD_WIDTH, Op, Push, Reset, SpecStream
+from fuzz.ops import Case, Op, Push, Reset
+from fuzz.oracle import PAYLOAD_WIDTH, SpecStream
 from fuzz.targets.base import Mismatch, RunStats, Target, TargetError
 
 PROTOCOL_METHODS = ("reset", "push", "push_chunk", "contents")
+#: What a cache needs beyond ``reset``/``push`` to be driven with arrays directly.
+ARRAY_METHODS = ("push_arrays", "read_arrays")
+
+Arrays = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def check_protocol(obj: Any, where: str) -> None:
@@ -30,85 +43,122 @@ def check_protocol(obj: Any, where: str) -> None:
         )
 
 
-def compare_contents(actual: Any, expected: Sequence[tuple], atol: float = 0.0) -> str | None:
-    """``None`` when ``actual`` equals ``expected`` entry by entry, else a one-line difference.
+class UnreadableContents(ValueError):
+    """``contents()`` returned something that is not a list of ``(pos, key, value)`` of the pushed width."""
 
-    Positions are compared as a list, payloads as two stacked arrays (one numpy
-    comparison per op, not one per entry); the entry-by-entry walk that names the
-    first differing position runs only once a difference is known.
+
+class TupleCache:
+    """A tuple-protocol cache (DESIGN §4) seen through the array protocol: the one adapter.
+
+    Chunks become lists of ``(pos, key, value)`` with ``int`` positions and 1-D rows;
+    ``contents()`` becomes positions ``int64[m]`` and payloads ``float64[m, width]``
+    (float64, so a payload that is not exactly what was pushed cannot round onto it).
     """
-    try:
-        actual = list(actual)
-    except TypeError:
-        return f"contents() returned {type(actual).__name__}, not a list of (pos, key, value)"
-    got = [int(e[0]) for e in actual]
-    want = [p for p, _, _ in expected]
-    if got != want:
-        return f"positions {got} != spec lastWindow {want}"
-    if not expected:
-        return None
-    for idx in (1, 2):
+
+    def __init__(self, cache: Any, width: int):
+        self.cache, self.width = cache, width
+
+    def reset(self, window: int) -> None:
+        self.cache.reset(window)
+
+    def push(self, pos: int, key: np.ndarray, value: np.ndarray) -> None:
+        self.cache.push(pos, key, value)
+
+    def push_arrays(self, positions: np.ndarray, keys: np.ndarray, values: np.ndarray) -> None:
+        self.cache.push_chunk([(p, keys[i], values[i]) for i, p in enumerate(positions.tolist())])
+
+    def read_arrays(self) -> Arrays:
+        contents = self.cache.contents()
         try:
-            g = np.stack([np.asarray(_to_numpy(e[idx]), dtype=np.float64).reshape(-1) for e in actual])
-        except ValueError:  # ragged: some entry has another width
-            return _first_difference(actual, expected, atol)
-        w = np.stack([e[idx] for e in expected]).astype(np.float64)
-        if g.shape != w.shape or not _same(g, w, atol):
-            return _first_difference(actual, expected, atol)
-    return None
+            entries = list(contents)
+        except TypeError:
+            raise UnreadableContents(f"contents() returned {type(contents).__name__}, "
+                                     "not a list of (pos, key, value)") from None
+        width = self.width
+        pos = np.array([int(e[0]) for e in entries], dtype=np.int64)
+        rows = []
+        for label, idx in (("key", 1), ("value", 2)):
+            out = np.empty((len(entries), width), dtype=np.float64)
+            for i, e in enumerate(entries):
+                x = e[idx]
+                if hasattr(x, "detach"):  # a torch tensor, without importing torch here
+                    x = x.detach().cpu().numpy()
+                row = np.asarray(x, dtype=np.float64).reshape(-1)
+                if row.shape[0] != width:
+                    raise UnreadableContents(f"{label} of position {int(e[0])} has {row.shape[0]} floats, "
+                                             f"the pushed one had {width}")
+                out[i] = row
+            rows.append(out)
+        return pos, rows[0], rows[1]
 
 
-def _same(g: np.ndarray, w: np.ndarray, atol: float) -> bool:
-    # atol == 0: exact (array_equal is far cheaper than allclose)
-    return np.array_equal(g, w) if atol == 0 else np.allclose(g, w, rtol=0.0, atol=atol)
+def array_cache(cache: Any, width: int) -> Any:
+    """``cache`` itself when it speaks the array protocol, else wrapped in :class:`TupleCache`."""
+    if all(callable(getattr(cache, m, None)) for m in ARRAY_METHODS):
+        return cache
+    return TupleCache(cache, width)
 
 
-def _first_difference(actual: list, expected: Sequence[tuple], atol: float) -> str:
-    for (p, k, v), e in zip(expected, actual):
-        for label, want_arr, got_arr in (("key", k, e[1]), ("value", v, e[2])):
-            g = np.asarray(_to_numpy(got_arr), dtype=np.float64).reshape(-1)
-            w = want_arr.astype(np.float64)
-            if g.shape != w.shape or not _same(g, w, atol):
+def _same(got: np.ndarray, want: np.ndarray) -> bool:
+    """Array equality: bit for bit when the dtypes agree, by value across dtypes (exact upcast)."""
+    if got.shape != want.shape:
+        return False
+    if got.dtype == want.dtype:
+        return got.tobytes() == want.tobytes()
+    return bool(np.array_equal(got, want))
+
+
+def compare_arrays(got: Arrays, want: Arrays) -> str | None:
+    """``None`` when the contents ``got`` equal ``want`` (positions, then keys and values), else a
+    one-line difference naming the first differing position."""
+    gp, gk, gv = got
+    wp, wk, wv = want
+    if not _same(gp, wp):
+        return f"positions {gp.tolist()} != spec lastWindow {wp.tolist()}"
+    if _same(gk, wk) and _same(gv, wv):
+        return None
+    for i, p in enumerate(wp.tolist()):
+        for label, g, w in (("key", gk[i], wk[i]), ("value", gv[i], wv[i])):
+            if not _same(g, w):
                 return f"{label} of position {p}: got {g[:4].tolist()}..., want {w[:4].tolist()}..."
-    raise AssertionError("unreachable: the stacked payloads differ but no entry does")
-
-
-def _to_numpy(x: Any) -> Any:
-    if hasattr(x, "detach"):  # torch tensor, without importing torch here
-        return x.detach().cpu().numpy()
-    return x
+    raise AssertionError("unreachable: the payload arrays differ but no row does")
 
 
 class CacheTarget(Target):
-    """Fuzz any Python-protocol cache: every op is applied to it and to :class:`SpecStream`,
-    and ``contents()`` must equal ``lastWindow W history`` after each one."""
+    """Fuzz any cache: every op is applied to it and to :class:`SpecStream`, and its contents
+    must equal ``lastWindow W history`` after each one."""
 
     def __init__(self, name: str, factory: Callable[[], Any], *, width: int = PAYLOAD_WIDTH,
-                 max_window: int | None = None, atol: float = 0.0):
+                 window_max: int | None = None):
         self.name, self.factory, self.width = name, factory, width
-        self.max_window, self.atol = max_window, atol
+        self.window_max = window_max
 
-    def run(self, window: int, ops: Sequence[Op]) -> RunStats:
-        cache = self.factory()
-        spec = SpecStream(window, self.width)
+    def run(self, case: Case) -> RunStats:
+        raw = self.factory()
+        cache = array_cache(raw, self.width)
+        spec = SpecStream(case.window, self.width)
         stats = RunStats()
-        cache.reset(window)
-        self._check(cache, spec, -1, None)
-        for i, op in enumerate(ops):
-            if isinstance(op, Reset):
+        phases = stats.phases
+        cache.reset(case.window)
+        self._check(raw, cache, spec, -1, None)
+        for i, op in enumerate(case.ops):
+            kind = type(op)
+            if kind is Reset:
                 cache.reset(op.window)
-            elif isinstance(op, Push):
-                pos, key, value = spec.new_entries(1)[0]
-                cache.push(pos, key, value)
+            elif kind is Push:
+                cache.push(*spec.next_entry())
             else:
-                cache.push_chunk(spec.new_entries(op.n))
-            stats.phases |= spec.apply(op)
-            stats.steps += op.tokens
-            self._check(cache, spec, i, op)
+                cache.push_arrays(*spec.new_entries(op.n))
+            phases |= spec.apply(op)
+            stats.tokens += op.tokens
+            self._check(raw, cache, spec, i, op)
         return stats
 
-    def _check(self, cache: Any, spec: SpecStream, i: int, op: Op | None) -> None:
-        diff = compare_contents(cache.contents(), spec.expected(), self.atol)
+    def _check(self, raw: Any, cache: Any, spec: SpecStream, i: int, op: Op | None) -> None:
+        try:
+            diff = compare_arrays(cache.read_arrays(), spec.expected())
+        except UnreadableContents as e:
+            diff = str(e)
         if diff is not None:
             raise Mismatch(self.name, i, op, diff)
 
@@ -116,9 +166,9 @@ class CacheTarget(Target):
 class AuditedCacheTarget(CacheTarget):
     """:class:`CacheTarget` plus ``cache.audit(spec)`` (a one-line problem or ``None``)."""
 
-    def _check(self, cache: Any, spec: SpecStream, i: int, op: Op | None) -> None:
-        super()._check(cache, spec, i, op)
-        problem = cache.audit(spec)
+    def _check(self, raw: Any, cache: Any, spec: SpecStream, i: int, op: Op | None) -> None:
+        super()._check(raw, cache, spec, i, op)
+        problem = raw.audit(spec)
         if problem is not None:
             raise Mismatch(self.name, i, op, problem)
 

@@ -19,7 +19,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from fuzz.ops import Op, Reset, SpecStream
+from fuzz.ops import Case, Reset
+from fuzz.oracle import SpecStream
 from fuzz.targets.base import Mismatch, RunStats, Target
 from impl.errors import Unavailable
 from fuzz.targets.cache import AuditedCacheTarget
@@ -249,7 +250,8 @@ class CudaDecoderTarget(Target):
         x = self.torch.randn(shape, generator=g, dtype=self.torch.float32)
         return x.to(self.cr.torch_dtype(dtype))
 
-    def run(self, window: int, ops: Sequence[Op]) -> RunStats:
+    def run(self, case: Case) -> RunStats:
+        window, ops = case.window, case.ops
         torch = self.torch
         dtype = self.DTYPES[self._case % len(self.DTYPES)]
         groups = self.GROUPS[(self._case // len(self.DTYPES)) % len(self.GROUPS)]
@@ -281,7 +283,7 @@ class CudaDecoderTarget(Target):
                 k_hist.append(kk.double())
                 v_hist.append(vv.double())
                 stats.phases |= spec.apply(op)
-                stats.steps += k
+                stats.tokens += k
                 n = ring.length(0, self.SEQ)
                 if n != spec.n:
                     raise Mismatch(self.name, i, op, f"rkvc_length = {n}, spec tokens seen {spec.n}")

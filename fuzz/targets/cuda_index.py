@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from fuzz.ops import SpecStream
+from fuzz.oracle import SpecStream
 from fuzz.targets.base import Target
 from impl.errors import Unavailable
 from fuzz.targets.cache import AuditedCacheTarget
@@ -148,7 +148,7 @@ class IndexSimRing:
         w, n, lib = self._need_window(), self._n, self.lib
         if n != spec.n:
             return f"tokens seen {n} != spec {spec.n}"
-        want = list(spec.cache)
+        want = spec.positions()
         length = int(lib.rkv_len(n, w))
         if length != len(want):
             return f"rkv_len({n}, {w}) = {length}, spec window holds {len(want)}"

@@ -26,7 +26,8 @@ import torch
 
 from fuzz.targets.decoder_props import check_cache, check_logits
 from impl.decoder import torch_threads
-from fuzz.ops import Op, Reset, SpecStream, streams
+from fuzz.ops import Case, Op, Reset
+from fuzz.oracle import SpecStream
 from fuzz.targets.base import Mismatch, RunStats, Target
 from impl.decoder import Decoder, DecoderConfig, RingKVCache
 
@@ -47,7 +48,7 @@ def token_of(epoch: int, pos: int, vocab: int) -> int:
 class DecoderTarget(Target):
     name = "decoder"
     kind = "model"
-    max_window = 16
+    window_max = 16
     max_tokens = 64
 
     def __init__(self, model_cls: type = Decoder, cache_cls: type = RingKVCache, *,
@@ -62,16 +63,17 @@ class DecoderTarget(Target):
     def _new_cache(self, window: int) -> RingKVCache:
         return self.model.new_cache(window, backend=self.backend)
 
-    def run(self, window: int, ops: Sequence[Op]) -> RunStats:
+    def run(self, case: Case) -> RunStats:
         with torch_threads(1):  # tiny matrices: extra intra-op threads only spin
-            return self._run(window, ops)
+            return self._run(case)
 
-    def _run(self, window: int, ops: Sequence[Op]) -> RunStats:
+    def _run(self, case: Case) -> RunStats:
+        window, ops = case.window, case.ops
         model = self.model
         vocab = model.config.vocab
         spec = SpecStream(window)
         stats = RunStats()
-        lengths = [sum(op.tokens for _, op in seg) for _, seg in streams(window, ops)]  # per stream epoch
+        lengths = [sum(op.tokens for _, op in seg) for _, seg in case.streams()]  # per stream epoch
         cache = self._new_cache(window)
 
         def reference(epoch: int) -> Any:
@@ -92,7 +94,7 @@ class DecoderTarget(Target):
                 if k:
                     logits = model.forward_cached(cache, [token_of(spec.epoch, p, vocab)
                                                           for p in range(start, start + k)])
-                    stats.steps += k
+                    stats.tokens += k
             stats.phases |= spec.apply(op)
             if isinstance(op, Reset):
                 full = reference(spec.epoch)
@@ -107,7 +109,7 @@ class DecoderTarget(Target):
         snaps = cache.snapshot()
         for layer, w in enumerate(cache.windows):
             got = snaps[layer].positions
-            want = list(spec.cache) if w == spec.window else list(range(n))
+            want = spec.positions() if w == spec.window else list(range(n))
             if w is not None and w != spec.window:
                 raise Mismatch(self.name, i, op, f"layer {layer} window {w} != stream window {spec.window}")
             if got != want:

@@ -11,7 +11,7 @@ streams up to ``4W + 3`` long and random chunk schedules:
    full recompute (a step where the reference's top two logits are within the
    logit tolerance is a genuine tie and is not a failure).
 
-The checkers return ``None`` or a one-line difference; :func:`check_stream`
+The checkers return ``None`` or a one-line difference; :func:`check_chunks`
 is shared with the campaign target ``decoder`` (``fuzz.targets.decoder``).
 ``run_parity_property``/``run_greedy_property`` run them under Hypothesis for
 any ``model_cls``/``cache_cls`` pair, which is how the negative controls in
@@ -100,7 +100,7 @@ def check_logits(logits: torch.Tensor, full: FullOutput, start: int, end: int) -
     return None
 
 
-def check_stream(model: Decoder, tokens: Sequence[int], schedule: Sequence[int], *,
+def check_chunks(model: Decoder, tokens: Sequence[int], schedule: Sequence[int], *,
                  cache: RingKVCache | None = None, full: FullOutput | None = None) -> str | None:
     """Feed ``tokens`` to a fresh cache (or ``cache``) in chunks of ``schedule``; after every
     chunk check properties 1 and 2. ``None`` when all hold, else the first difference."""
@@ -141,7 +141,7 @@ def check_greedy(model: Decoder, prompt: Sequence[int], steps: int, chunk: int |
 
 
 @st.composite
-def configs(draw, dtypes: Sequence[str] = ("float64", "float32"), max_window: int = 8,
+def configs(draw, dtypes: Sequence[str] = ("float64", "float32"), window_max: int = 8,
             need: str | None = None) -> DecoderConfig:
     """A small random config: d_model <= 32, layers <= 3, MHA/GQA/MQA, sliding and global layers.
 
@@ -151,10 +151,10 @@ def configs(draw, dtypes: Sequence[str] = ("float64", "float32"), max_window: in
     kv = draw(st.sampled_from((1, 1, 2)))
     heads = kv * draw(st.integers(1, 3))
     layers = draw(st.integers(1, 3))
-    windows = draw(st.lists(st.one_of(st.integers(1, max_window), st.integers(1, max_window), st.none()),
+    windows = draw(st.lists(st.one_of(st.integers(1, window_max), st.integers(1, window_max), st.none()),
                             min_size=layers, max_size=layers))
     if need == "sliding-layer-0" and windows[0] is None:
-        windows[0] = draw(st.integers(1, max_window))
+        windows[0] = draw(st.integers(1, window_max))
     if need == "global-layer" and None not in windows:
         windows[draw(st.integers(0, layers - 1))] = None
     return DecoderConfig(
@@ -193,7 +193,7 @@ def schedules(draw, total: int, window: int) -> list[int]:
 
 
 @st.composite
-def streams(draw, config: DecoderConfig) -> tuple[list[int], list[int]]:
+def token_streams(draw, config: DecoderConfig) -> tuple[list[int], list[int]]:
     """``(tokens, schedule)`` with up to ``4W + 3`` tokens."""
     w = stream_window(config)
     n = draw(st.one_of(st.sampled_from((w, w + 1, 2 * w, 4 * w + 3)), st.integers(1, 4 * w + 3)))
@@ -224,9 +224,9 @@ def run_parity_property(max_examples: int = 60, *, model_cls: type = Decoder,
     @given(st.data())
     def prop(data: Any) -> None:
         config = data.draw(cfgs, label="config")
-        tokens, schedule = data.draw(streams(config), label="stream")
+        tokens, schedule = data.draw(token_streams(config), label="stream")
         model = build(model_cls, cache_cls, config)
-        diff = check_stream(model, tokens, schedule, cache=model.new_cache(backend=backend, **cache_kw))
+        diff = check_chunks(model, tokens, schedule, cache=model.new_cache(backend=backend, **cache_kw))
         assert diff is None, diff
 
     with torch_threads(1):

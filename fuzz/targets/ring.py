@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from fuzz.ops import PAYLOAD_WIDTH
+from fuzz.oracle import PAYLOAD_WIDTH
 from fuzz.targets.base import Target, TargetError
 from fuzz.targets.cache import CacheTarget
 

@@ -7,7 +7,7 @@ payloads (``csrc/ringkv.h``); numpy checks each row against the bulk mirror
 ``pyspec.bulk.window_positions`` and each checksum against the same formula
 applied to the payloads that were pushed. Every step is checked, at C speed.
 
-Payloads are :func:`fuzz.ops.payload`'s, vectorized (``payloads``), so a
+Payloads are :func:`fuzz.oracle.payloads`' (the op loop's), so a
 bulk failure replays as an ordinary op list.
 """
 
@@ -19,7 +19,7 @@ from typing import Iterable
 
 import numpy as np
 
-from fuzz.ops import payloads as ops_payloads
+from fuzz.oracle import payloads
 from pyspec.bulk import PAD, window_positions
 
 K1 = np.uint64(0x9E3779B97F4A7C15)
@@ -30,10 +30,10 @@ class BulkMismatch(AssertionError):
     """The ring disagreed with the bulk mirror; the message names the window, the step and both rows."""
 
 
-def payloads(epoch: int, first: int, n: int, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """``float32[n, width]`` keys and values of positions ``first .. first+n-1``:
-    :func:`fuzz.ops.payloads` over a range, so a bulk failure replays as an ordinary op list."""
-    return ops_payloads(epoch, np.arange(first, first + n, dtype=np.int64), width)
+def _payloads(epoch: int, first: int, n: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`fuzz.oracle.payloads` of positions ``first .. first+n-1``: what the op loop pushes,
+    so a bulk failure replays as an ordinary op list."""
+    return payloads(epoch, np.arange(first, first + n, dtype=np.int64), width)
 
 
 def entry_hashes(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -128,12 +128,12 @@ def _row(r: np.ndarray) -> str:
 class BulkResult:
     w: int
     width: int
-    steps: int
+    tokens: int
     seconds: float
 
     @property
-    def steps_per_s(self) -> float:
-        return self.steps / self.seconds if self.seconds > 0 else float("inf")
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else float("inf")
 
 
 def rows_per_call(w: int) -> int:
@@ -142,10 +142,10 @@ def rows_per_call(w: int) -> int:
     return max(16, min(8192, 65536 // w))
 
 
-SEGMENT = 16384  # steps whose payloads and checksums numpy computes at once
+SEGMENT = 16384  # tokens whose payloads and checksums numpy computes at once
 
 
-def check_stream(w: int, n: int, *, width: int = 16, epoch: int = 0, ring=None,
+def check_trace(w: int, n: int, *, width: int = 16, epoch: int = 0, ring=None,
                  segments: Iterable[int] | None = None, backend=None) -> BulkResult:
     """Push ``n`` entries through a ring of window ``w``, checking the window and checksum after
     every push; the full contents (positions and payloads) are compared after the last push.
@@ -163,7 +163,7 @@ def check_stream(w: int, n: int, *, width: int = 16, epoch: int = 0, ring=None,
         segments = [SEGMENT] * (n // SEGMENT) + ([n % SEGMENT] if n % SEGMENT else [])
     segments = list(segments)
     if sum(segments) != n or any(s < 0 for s in segments):
-        raise CountError(f"segments {segments[:8]} must be >= 0 and sum to n={n}", E_RANGE, "check_stream")
+        raise CountError(f"segments {segments[:8]} must be >= 0 and sum to n={n}", E_RANGE, "check_trace")
     ring.reset(w)
     per_call = rows_per_call(w)
     exp = _Expect(w, per_call)
@@ -173,7 +173,7 @@ def check_stream(w: int, n: int, *, width: int = 16, epoch: int = 0, ring=None,
     start = time.perf_counter()
     a = 0
     for m in segments:
-        keys, vals = payloads(epoch, a, m, width)
+        keys, vals = _payloads(epoch, a, m, width)
         want = exp.checksums(entry_hashes(keys, vals), a)
         sums = np.empty(m, dtype=np.uint64)
         kp = ffi.cast("float *", keys.ctypes.data)
@@ -203,31 +203,31 @@ def _check_contents(ring, exp: _Expect, n: int, epoch: int, width: int) -> None:
     want = want[want != PAD]
     if not np.array_equal(pos, want):
         raise BulkMismatch(f"W={w}: after {n} pushes read() gives {_row(pos)}, spec {_row(want)}")
-    wk, wv = payloads(epoch, int(want[0]) if want.size else 0, want.size, width)
+    wk, wv = _payloads(epoch, int(want[0]) if want.size else 0, want.size, width)
     if not (np.array_equal(keys, wk) and np.array_equal(vals, wv)):
         raise BulkMismatch(f"W={w}: after {n} pushes read() payloads differ from the pushed ones")
 
 
 def measure_bulk(w: int, n: int, width: int = 16, *, backend=None) -> dict:
-    """Spec-checked steps per second in bulk mode (what ``kvwindow bench`` reports).
+    """Spec-checked tokens per second in bulk mode (what ``kvwindow bench`` reports).
 
-    Every one of the ``n`` steps is checked (positions row and checksum); the time
+    Every one of the ``n`` tokens is checked (positions row and checksum); the time
     includes payload generation and the numpy checks, not just the C calls."""
-    res = check_stream(w, n, width=width, backend=backend)
-    return {"mode": "bulk", "w": w, "width": width, "steps": res.steps,
-            "seconds": res.seconds, "steps_per_s": res.steps_per_s}
+    res = check_trace(w, n, width=width, backend=backend)
+    return {"mode": "bulk", "w": w, "width": width, "tokens": res.tokens,
+            "seconds": res.seconds, "tokens_per_s": res.tokens_per_s}
 
 
 def measure_stateful(w: int, n: int, width: int = 16, *, backend=None) -> dict:
     """The stateful counterpart of :func:`measure_bulk`: ``n`` single-token pushes through the
     Python protocol, ``contents()`` compared with pyspec after each (what ``CacheTarget`` does)."""
-    from fuzz.ops import Push
+    from fuzz.ops import Case, Push
     from fuzz.targets.cache import CacheTarget
     from impl.ring import CRing
 
     target = CacheTarget("ring-c", lambda: CRing(width, backend=backend), width=width)
     start = time.perf_counter()
-    stats = target.run(w, [Push()] * n)
+    stats = target.run(Case(w, (Push(),) * n))
     seconds = time.perf_counter() - start
-    return {"mode": "stateful", "w": w, "width": width, "steps": stats.steps, "seconds": seconds,
-            "steps_per_s": stats.steps / seconds if seconds > 0 else float("inf")}
+    return {"mode": "stateful", "w": w, "width": width, "tokens": stats.tokens, "seconds": seconds,
+            "tokens_per_s": stats.tokens / seconds if seconds > 0 else float("inf")}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from fuzz.targets.ring_bulk import check_stream, measure_stateful
+from fuzz.targets.ring_bulk import check_trace, measure_stateful
 
 WIDTH = 16
 BULK_STEPS = {8: 1_000_000, 64: 1_000_000, 512: 200_000}
@@ -32,7 +32,7 @@ def _report(benchmark, mode, w, steps):
 @pytest.mark.parametrize("w", [8, 64, 512])
 def test_bulk_checked_steps(benchmark, w):
     n = BULK_STEPS[w]
-    res = benchmark.pedantic(lambda: check_stream(w, n, width=WIDTH), rounds=3, iterations=1, warmup_rounds=1)
+    res = benchmark.pedantic(lambda: check_trace(w, n, width=WIDTH), rounds=3, iterations=1, warmup_rounds=1)
     assert res.steps == n
     _report(benchmark, "bulk", w, n)
 

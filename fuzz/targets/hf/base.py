@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 from hypothesis import reject
 from hypothesis.control import currently_in_test_context
 
-from fuzz.ops import Op
+from fuzz.ops import Case
 from fuzz.targets.base import Target
 from fuzz.targets.hf.findings import Finding, known_hit
 
@@ -44,17 +44,17 @@ class HFTarget(Target):
     def versions(self) -> dict[str, str]:
         return self.info.versions()
 
-    def known_finding(self, window: int, ops: Sequence[Op]) -> Optional[Finding]:
-        return None if self.strict else known_hit(self.finding_kind, self.info.api, window, ops)
+    def known_finding(self, case: Case) -> Optional[Finding]:
+        return None if self.strict else known_hit(self.finding_kind, self.info.api, case)
 
-    def accepts(self, window: int, ops: Sequence[Op]) -> Optional[str]:
-        why = super().accepts(window, ops)
-        f = None if why is not None else self.known_finding(window, ops)
+    def accepts(self, case: Case) -> Optional[str]:
+        why = super().accepts(case)
+        f = None if why is not None else self.known_finding(case)
         return why if f is None else f"hits known finding {f.id} ({f.doc})"
 
-    def skip_known(self, window: int, ops: Sequence[Op]) -> None:
+    def skip_known(self, case: Case) -> None:
         """Leave out a case that hits a known finding: Hypothesis discards it; elsewhere it raises."""
-        f = self.known_finding(window, ops)
+        f = self.known_finding(case)
         if f is None:
             return
         if currently_in_test_context():

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from fuzz.ops import PAYLOAD_WIDTH, Op, Reset, SpecStream
+from fuzz.ops import Case, Op, Reset
+from fuzz.oracle import PAYLOAD_WIDTH, SpecStream
 from fuzz.targets.base import Mismatch, RunStats, Target
 from fuzz.targets.hf import conventions as hf_conventions
 from fuzz.targets.hf.base import HFTarget, _hf
@@ -29,7 +30,7 @@ class HFCacheTarget(HFTarget):
     """``hf-dynamic`` (kind ``"dynamic"``) or ``hf-static`` (kind ``"static"``)."""
 
     kind = "cache"
-    max_window = 64
+    window_max = 64
     max_tokens = 200
 
     def __init__(self, cache_kind: str, *, strict: bool = False, window_shift: int = 0,
@@ -46,8 +47,9 @@ class HFCacheTarget(HFTarget):
         return LayerDriver(self.cache_kind, window, self.width, window_shift=self.window_shift,
                            layer_class=self.layer_class)
 
-    def run(self, window: int, ops: Sequence[Op]) -> RunStats:
-        self.skip_known(window, ops)
+    def run(self, case: Case) -> RunStats:
+        self.skip_known(case)
+        window, ops = case.window, case.ops
         import numpy as np
 
         from impl.hf.caches import decode_rows
@@ -69,21 +71,19 @@ class HFCacheTarget(HFTarget):
                 continue
             k = op.tokens
             n = spec.n
-            entries = spec.new_entries(k)
-            for p, key, val in entries:
-                table[tuple(key.astype(np.float64).tolist())] = p
-                table[("v",) + tuple(val.astype(np.float64).tolist())] = p
+            positions, keys, vals = (a.astype(np.float64) if a.ndim == 2 else a for a in spec.new_entries(k))
+            for j, p in enumerate(positions.tolist()):
+                table[tuple(keys[j].tolist())] = p
+                table[("v",) + tuple(vals[j].tolist())] = p
             want_mask = drv.expected_mask_rows(n, k)
             got_mask = drv.mask_rows(k)
-            keys = np.stack([e[1] for e in entries]).astype(np.float64) if k else np.zeros((0, self.width))
-            vals = np.stack([e[2] for e in entries]).astype(np.float64) if k else np.zeros((0, self.width))
             try:
                 rk, rv = drv.update(keys, vals)
             except Exception as e:  # noqa: BLE001 - a crash on a valid op is a disagreement too
                 raise Mismatch(self.name, i, op, f"update() with {k} rows after {n} tokens raised "
                                                  f"{type(e).__name__}: {e}") from e
             stats.phases |= spec.apply(op)
-            stats.steps += k
+            stats.tokens += k
             returned = decode_rows(rk, rv, table)
             want_ret, _ = drv.convention(n, k)
             hf_conventions.check(self.info.api, self.cache_kind, n, k, drv.window)  # adapter == spec restatement
@@ -120,7 +120,7 @@ class HFCacheTarget(HFTarget):
         if stored != want:
             raise Mismatch(self.name, i, op, f"stores positions {stored}, pinned convention "
                                              f"({self.info.api}/{self.cache_kind}, W={drv.window}, n={spec.n}) "
-                                             f"says {want} (spec lastWindow W: {spec.cache})")
+                                             f"says {want} (spec lastWindow W: {spec.positions()})")
 
 
 def make_hf_dynamic() -> Target:

@@ -15,9 +15,9 @@ a new bug in a case that does not match it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable
 
-from fuzz.ops import Chunk, Op, Push, Reset, streams
+from fuzz.ops import Case, Chunk, Push, Reset
 
 
 @dataclass(frozen=True)
@@ -26,14 +26,14 @@ class Finding:
     doc: str
     #: (target kind, cache API) pairs it applies to; kind is "dynamic", "static", "mistral", "gemma2".
     applies: frozenset[tuple[str, str]]
-    #: Does the case (window, ops) exercise it?
-    hits: Callable[[int, Sequence[Op]], bool]
+    #: Does the case exercise it?
+    hits: Callable[[Case], bool]
 
 
-def segments(window: int, ops: Sequence[Op]):
-    """Yield ``(window, n_before, op)`` for every op that feeds tokens."""
-    w, n = window, 0
-    for op in ops:
+def ops_with_windows(case: Case):
+    """Yield ``(window, tokens before, op)`` for every op of ``case`` that is not a reset."""
+    w, n = case.window, 0
+    for op in case.ops:
         if isinstance(op, Reset):
             w, n = op.window, 0
             continue
@@ -41,22 +41,22 @@ def segments(window: int, ops: Sequence[Op]):
         n += op.tokens
 
 
-def _window_one(window: int, ops: Sequence[Op]) -> bool:
-    return any(w == 1 and op.tokens > 0 for w, _, op in segments(window, ops))
+def _window_one(case: Case) -> bool:
+    return any(w == 1 and op.tokens > 0 for w, _, op in ops_with_windows(case))
 
 
-def _empty_update_when_full(window: int, ops: Sequence[Op]) -> bool:
-    return any(isinstance(op, Chunk) and op.n == 0 and n >= w for w, n, op in segments(window, ops))
+def _empty_update_when_full(case: Case) -> bool:
+    return any(isinstance(op, Chunk) and op.n == 0 and n >= w for w, n, op in ops_with_windows(case))
 
 
-def _empty_update(window: int, ops: Sequence[Op]) -> bool:
-    return any(isinstance(op, Chunk) and op.n == 0 for op in ops)
+def _empty_update(case: Case) -> bool:
+    return any(isinstance(op, Chunk) and op.n == 0 for op in case.ops)
 
 
-def _legacy_not_prefill_then_decode(window: int, ops: Sequence[Op]) -> bool:
+def _legacy_not_prefill_then_decode(case: Case) -> bool:
     """4.45 sliding buffers are right only for: one prefill of >= W tokens at the start of a stream
     (or none, staying below W - 1 tokens), then single-token decoding."""
-    for w, n, op in segments(window, ops):
+    for w, n, op in ops_with_windows(case):
         k = op.tokens
         if k == 0:
             continue
@@ -71,11 +71,11 @@ def _legacy_not_prefill_then_decode(window: int, ops: Sequence[Op]) -> bool:
     return False
 
 
-def _legacy_model_unsupported(window: int, ops: Sequence[Op]) -> bool:
+def _legacy_model_unsupported(case: Case) -> bool:
     """The model-level form: a stream that reaches ``W`` tokens must start with one prefill of
     ``>= W`` tokens and continue with single decoded tokens only (in generate mode a chunk after
     generated tokens is fed together with the last of them, a multi-token update)."""
-    for w, stream in streams(window, ops):
+    for w, stream in case.streams():
         seg = [op for _, op in stream if op.tokens > 0]
         total = sum(op.tokens for op in seg)
         if total <= w - 1:
@@ -101,9 +101,9 @@ FINDINGS = (
 )
 
 
-def known_hit(kind: str, api: str, window: int, ops: Sequence[Op]) -> Finding | None:
+def known_hit(kind: str, api: str, case: Case) -> Finding | None:
     """The first finding that applies to this target and API and that the case exercises."""
     for f in FINDINGS:
-        if (kind, api) in f.applies and f.hits(window, ops):
+        if (kind, api) in f.applies and f.hits(case):
             return f
     return None

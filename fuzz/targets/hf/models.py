@@ -44,7 +44,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import torch
 
-from fuzz.ops import Chunk, Op, Push, SpecStream, format_ops, streams
+from fuzz.ops import Case, Chunk, Op, Push
+from fuzz.oracle import SpecStream
 from fuzz.targets.base import Mismatch, RunStats, Target
 from fuzz.targets.hf import conventions as hf_conventions
 from fuzz.targets.hf.base import HFTarget, _hf
@@ -56,13 +57,13 @@ ATOL = 1e-4
 RTOL = 1e-4
 
 
-def _case_seed(window: int, ops: Sequence[Op]) -> int:
-    return int.from_bytes(hashlib.sha256(f"{window}|{format_ops(ops)}".encode()).digest()[:4], "little")
+def _case_seed(case: Case) -> int:
+    return int.from_bytes(hashlib.sha256(f"{case.window}|{case.text}".encode()).digest()[:4], "little")
 
 
 class HFModelTarget(HFTarget):
     kind = "model"
-    max_window = 16
+    window_max = 16
     max_tokens = 40
 
     def __init__(self, arch: str, *, strict: bool = False, window_shift: int = 0, name: Optional[str] = None,
@@ -86,22 +87,23 @@ class HFModelTarget(HFTarget):
 
     # -- running a case
 
-    def run(self, window: int, ops: Sequence[Op]) -> RunStats:
-        self.skip_known(window, ops)
+    def run(self, case: Case) -> RunStats:
+        self.skip_known(case)
+        window, ops = case.window, case.ops
         stats = RunStats()
         spec = SpecStream(window, 1)
         for op in ops:
             stats.phases |= spec.apply(op)
-            stats.steps += op.tokens
-        base = _case_seed(window, ops)
+            stats.tokens += op.tokens
+        base = _case_seed(case)
         with torch_threads(1):  # tiny matrices: one thread is ~10x faster than contending ones
             for mode in self.modes:
                 for attn in self.attns:
-                    self._run_mode(mode, attn, window, ops, base)
+                    self._run_mode(mode, attn, case, base)
         return stats
 
-    def _run_mode(self, mode: str, attn: str, window: int, ops: Sequence[Op], base: int) -> None:
-        for epoch, (w, seg) in enumerate(streams(window, ops)):
+    def _run_mode(self, mode: str, attn: str, case: Case, base: int) -> None:
+        for epoch, (w, seg) in enumerate(case.streams()):
             total = sum(op.tokens for _, op in seg)
             if total == 0:
                 continue

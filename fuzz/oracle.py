@@ -1,0 +1,148 @@
+"""The oracle's side of a run: the payloads every cache-level target is fed, the spec stream the
+target is checked against, and the boundary phases (campaign coverage) each op exercised.
+
+``SpecStream`` feeds the same entries through ``pyspec`` that the target gets, so after
+every op it knows ``lastWindow W history`` — what the target must hold.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fuzz.ops import Chunk, Op, Reset
+from pyspec.bulk import last_window
+
+
+# ---------------------------------------------------------------------------
+# Payloads: deterministic, distinct per (stream epoch, position), exact in float32
+
+
+#: Floats per key and per value in every cache-level target (small: the check is about
+#: which entries a cache holds, and a wider payload only slows the oracle down).
+PAYLOAD_WIDTH = 4
+
+
+def payloads(epoch: int, positions: Any, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """``float32[n, width]`` keys and values pushed for ``positions`` in stream ``epoch``.
+
+    Integers below 2**23 are exact in float32, so every implementation
+    round-trips them bit-for-bit; the epoch term makes a stale entry left
+    over from before a reset distinguishable from a fresh one at the same position.
+    One vectorized call per op keeps the oracle off the fuzz loop's profile at large W.
+    """
+    pos = np.asarray(positions, dtype=np.int64).reshape(-1, 1)
+    j = np.arange(width, dtype=np.int64)[None, :]
+    base = (pos * 131 + (epoch * 1_000_003 + j * 7)) & 4_194_303  # == % 2**22: every term >= 0
+    keys = base.astype(np.float32)
+    return keys, np.negative(keys) - np.float32(1)
+
+
+def payload(epoch: int, pos: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The key and value of one position: row 0 of :func:`payloads`."""
+    keys, values = payloads(epoch, [pos], width)
+    return keys[0], values[0]
+
+
+# ---------------------------------------------------------------------------
+# Phases: which boundaries a run exercised (campaign coverage)
+
+PHASES = (
+    "not-yet-full",
+    "exactly-full",
+    "first-eviction",
+    "steady-state",
+    "chunk>W",
+    "after-reset",
+)
+
+
+def phases_of(op: Op, n_before: int, n_after: int, window: int, after_reset: bool) -> set[str]:
+    """The boundary phases one op exercised, from stream lengths before and after it."""
+    out: set[str] = set()
+    if 0 < n_after < window:
+        out.add("not-yet-full")
+    if n_after == window or (n_before < window <= n_after and isinstance(op, Chunk)):
+        out.add("exactly-full")
+    if n_before <= window < n_after:
+        out.add("first-eviction")
+    if n_before > window and n_after > n_before:
+        out.add("steady-state")
+    if isinstance(op, Chunk) and op.n > window:
+        out.add("chunk>W")
+    if after_reset and n_after > n_before:
+        out.add("after-reset")
+    return out
+
+
+class SpecStream:
+    """The oracle's view of one run: the stream's history as arrays, and ``lastWindow W`` of it.
+
+    ``history()`` is positions ``int64[n]`` and keys / values ``float32[n, width]`` of every
+    token pushed since the last reset; the cache must hold ``expected()`` =
+    ``pyspec.bulk.last_window(W, history)`` — by Lean ``run_correct`` and ``pushChunk_correct``
+    exactly what stepping ``pyspec.step`` over the history gives. Payloads are a pure function
+    of ``(epoch, pos)``, so rows are computed ahead in blocks (:meth:`reserve`) and every
+    op's entries and expectation are slices of the same arrays: no per-op allocation.
+    """
+
+    __slots__ = ("window", "width", "epoch", "n", "after_reset", "_pos", "_keys", "_values", "_filled")
+
+    def __init__(self, window: int, width: int = PAYLOAD_WIDTH):
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ValueError(f"window must be an int >= 1, got {window!r}")
+        self.window, self.width = window, width
+        self.epoch, self.n, self.after_reset = 0, 0, False
+        self._fill(16)
+
+    def _fill(self, capacity: int) -> None:
+        """Compute this epoch's positions and payloads ``0 .. capacity-1``."""
+        self._pos = np.arange(capacity, dtype=np.int64)
+        self._keys, self._values = payloads(self.epoch, self._pos, self.width)
+        self._filled = self.epoch
+
+    def reserve(self, tokens: int) -> None:
+        """Make room for ``tokens`` more tokens in this stream (optional: the stream grows on demand)."""
+        need, have = self.n + tokens, self._pos.shape[0]
+        if self._filled != self.epoch:
+            self._fill(max(need, 16))
+        elif need > have:
+            self._fill(max(need, 2 * have))
+
+    def new_entries(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The next ``k`` entries (not yet applied): positions ``int64[k]``, keys and values ``float32[k, width]``."""
+        self.reserve(k)
+        a, b = self.n, self.n + k
+        return self._pos[a:b], self._keys[a:b], self._values[a:b]
+
+    def next_entry(self) -> tuple[int, np.ndarray, np.ndarray]:
+        """The next entry (not yet applied): its position, key ``float32[width]`` and value."""
+        self.reserve(1)
+        n = self.n
+        return n, self._keys[n], self._values[n]
+
+    def apply(self, op: Op) -> set[str]:
+        """Advance the oracle by ``op``; returns the phases it exercised."""
+        before = self.n
+        if isinstance(op, Reset):
+            self.after_reset = self.n > 0 or self.after_reset
+            self.window, self.epoch, self.n = op.window, self.epoch + 1, 0
+            return set()
+        self.reserve(op.tokens)
+        self.n += op.tokens
+        return phases_of(op, before, self.n, self.window, self.after_reset)
+
+    def history(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every entry pushed since the last reset: positions, keys, values (views)."""
+        n = self.n
+        return self._pos[:n], self._keys[:n], self._values[:n]
+
+    def expected(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``lastWindow W history`` as positions, keys, values in logical order (views)."""
+        w = self.window
+        return tuple(last_window(w, a) for a in self.history())  # type: ignore[return-value]
+
+    def positions(self) -> list[int]:
+        """The positions the cache must hold, oldest first."""
+        return last_window(self.window, self._pos[:self.n]).tolist()

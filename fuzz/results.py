@@ -1,0 +1,118 @@
+"""What a campaign reports per target: counts, rates, phase coverage and the failures it found.
+
+A :class:`TargetResult` travels as JSON from worker processes to the parent
+(:meth:`TargetResult.to_json` / :meth:`TargetResult.from_json`) and into the
+report; :func:`merge` sums one target's results from several workers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fuzz.ops import Case
+from fuzz.oracle import PHASES
+
+
+@dataclass
+class Failure:
+    """One bug a campaign found: the error, the shrunk case and where its seed lives."""
+
+    target: str
+    error: str
+    case: Case
+    seed_id: str | None = None
+    seed_path: str | None = None
+    replay: str | None = None
+    created: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.target, "error": self.error, "case": self.case.to_json(),
+                "seed_id": self.seed_id, "seed_path": self.seed_path, "replay": self.replay,
+                "created": self.created}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Failure":
+        return cls(d["target"], d["error"], Case.from_json(d["case"]), d.get("seed_id"), d.get("seed_path"),
+                   d.get("replay"), d.get("created", True))
+
+
+@dataclass
+class TargetResult:
+    name: str
+    examples: int = 0
+    #: Tokens pushed (a chunk of k is k).
+    tokens: int = 0
+    seconds: float = 0.0
+    phases: dict[str, int] = field(default_factory=lambda: {p: 0 for p in PHASES})
+    versions: dict[str, str] = field(default_factory=dict)
+    #: Examples, seconds and tokens until the first failing example, before shrinking.
+    examples_to_fail: int | None = None
+    seconds_to_fail: float | None = None
+    tokens_to_fail: int | None = None
+    failures: list[Failure] = field(default_factory=list)
+    interrupted: bool = False
+    done: bool = False
+    workers: int = 1
+    campaign_seed: int | None = None
+
+    @property
+    def examples_per_s(self) -> float:
+        return self.examples / self.seconds if self.seconds else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "examples": self.examples,
+            "tokens": self.tokens,
+            "seconds": round(self.seconds, 3),
+            "examples_per_s": round(self.examples_per_s, 1),
+            "tokens_per_s": round(self.tokens_per_s, 1),
+            "phases": dict(self.phases),
+            "failures": [f.to_json() for f in self.failures],
+            "examples_to_fail": self.examples_to_fail,
+            "seconds_to_fail": self.seconds_to_fail,
+            "tokens_to_fail": self.tokens_to_fail,
+            "versions": dict(self.versions),
+            "interrupted": self.interrupted,
+            "done": self.done,
+            "workers": self.workers,
+            "campaign_seed": self.campaign_seed,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "TargetResult":
+        return cls(d["name"], examples=d["examples"], tokens=d["tokens"], seconds=d["seconds"],
+                   phases=dict(d["phases"]), versions=dict(d.get("versions", {})),
+                   examples_to_fail=d.get("examples_to_fail"), seconds_to_fail=d.get("seconds_to_fail"),
+                   tokens_to_fail=d.get("tokens_to_fail"), failures=[Failure.from_json(f) for f in d["failures"]],
+                   interrupted=d.get("interrupted", False), done=d.get("done", False),
+                   workers=d.get("workers", 1), campaign_seed=d.get("campaign_seed"))
+
+
+def merge(name: str, parts: list[TargetResult]) -> TargetResult:
+    """Sum one target's results from several workers (rates over the longest worker's wall time)."""
+    m = TargetResult(name, workers=len(parts))
+    m.seconds = max((p.seconds for p in parts), default=0.0)
+    seen: set[str] = set()
+    for p in parts:
+        m.examples += p.examples
+        m.tokens += p.tokens
+        for k, v in p.phases.items():
+            m.phases[k] = m.phases.get(k, 0) + v
+        m.versions.update(p.versions)
+        m.interrupted |= p.interrupted
+        for f in p.failures:
+            if f.case.id not in seen:  # two workers that shrink to the same case found one bug
+                seen.add(f.case.id)
+                m.failures.append(f)
+    first = min((p for p in parts if p.seconds_to_fail is not None), key=lambda p: p.seconds_to_fail, default=None)
+    if first is not None:  # the worker that failed first
+        m.examples_to_fail, m.seconds_to_fail, m.tokens_to_fail = \
+            first.examples_to_fail, first.seconds_to_fail, first.tokens_to_fail
+    m.done = all(p.done for p in parts) and bool(parts)
+    return m
