@@ -12,8 +12,8 @@ Each case (window + ops) runs in two modes, each with ``attn_implementation``
   ``HybridCache`` sized to the stream for Gemma 2, plus ``cache_position``,
   as its docs tell users).
 * **generate** — greedy ``generate()`` with the model's default cache:
-  ``Chunk(n)`` appends ``n`` user tokens, a run of ``Push`` ops after them is
-  that many generated tokens (one ``generate(max_new_tokens=g)`` call that
+  ``Chunk(n)`` appends ``n`` user tokens, a run of ``Push`` ops after them (empty
+  chunks between them feed nothing) is that many generated tokens (one ``generate(max_new_tokens=g)`` call that
   continues on the same cache, multi-turn style); ``output_logits`` gives the
   logits of every generated step. A stream's first ``Push`` with nothing before it
   is a one-token prompt; a trailing chunk with nothing generated after it is
@@ -147,14 +147,19 @@ class HFModelTarget(HFTarget):
                     if isinstance(op, Chunk) or not history:
                         k = op.tokens
                         history.extend(int(t) for t in rng.integers(3, VOCAB, size=k))
-                        g = 0
-                        while j + 1 + g < len(seg) and isinstance(seg[j + 1 + g][1], Push):
-                            g += 1
+                        # The generated tokens: every push up to the next chunk that feeds tokens
+                        # (an empty chunk between them feeds nothing, so it does not end the run).
+                        pushes, end = [], j + 1
+                        while end < len(seg) and (isinstance(seg[end][1], Push) or seg[end][1].tokens == 0):
+                            if isinstance(seg[end][1], Push):
+                                pushes.append(seg[end])
+                            end += 1
+                        g = len(pushes)
                         if g == 0:
                             forward(history, i, op)
                             j += 1
                             continue
-                        gi, gop = seg[j + g]
+                        gi, gop = pushes[-1]
                         prompt_len = len(history)
                         try:
                             new, logits, cache2 = self.models.generate(model, history, cache, g)
@@ -168,13 +173,13 @@ class HFModelTarget(HFTarget):
                                                                f"asked for {g}")
                         history.extend(new)
                         fed = len(history) - 1  # the last generated token is not fed back yet
-                        for s in range(g):
-                            si, sop = seg[j + 1 + s]
+                        for s, (si, sop) in enumerate(pushes):
                             steps.append((si, sop, [prompt_len - 1 + s], logits[s:s + 1]))
                         snaps.append((gi, gop, fed, self.models.stored_keys(cache)))
-                        j += 1 + g
-                    else:  # unreachable: pushes are consumed with their prompt
-                        j += 1
+                        j = end
+                    else:
+                        raise AssertionError(f"{tag} push at op #{i} neither starts a prompt nor follows one: "
+                                             "it would go unchecked")
             self._check(w, history, steps, snaps, tag, attn)
 
     def _check(self, w: int, history: list[int], steps, snaps, tag: str, attn: str) -> None:
