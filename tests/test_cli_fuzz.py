@@ -166,3 +166,69 @@ def test_ctrl_c_keeps_report_and_seeds(tmp_path):
     assert "interrupted" in out
     doc = json.loads(rep.read_text())
     assert doc["interrupted"] is True and doc["targets"][0]["examples"] > 0
+
+
+def test_targets_resolve_once_and_the_report_carries_the_config(tmp_path, capsys, monkeypatch):
+    from fuzz.config import CampaignConfig
+    from fuzz.targets import registry
+
+    calls = []
+    resolve = registry.resolve
+    monkeypatch.setattr(registry, "resolve", lambda spec: calls.append(spec) or resolve(spec))
+    rep = tmp_path / "r.json"
+    rc, _, _ = run(capsys, "fuzz", "--target", "pyring", "--target", "ring-c", "--time", "2", "--seed", "5",
+                   "--report", str(rep), "--seeds-dir", str(tmp_path / "s"), "--db", str(tmp_path / "db"))
+    assert rc == 0
+    assert calls == ["pyring", "ring-c"]  # once each, by the CLI; the campaign runs the objects it built
+    want = CampaignConfig(targets=("pyring", "ring-c"), seconds=2.0, campaign_seed=5, db=str(tmp_path / "db"),
+                          seeds_dir=str(tmp_path / "s"))
+    assert json.loads(rep.read_text())["config"] == want.to_json()
+
+
+def _replay_hints(out):
+    return [ln.split("replay: ", 1)[1] for ln in out.splitlines() if ln.strip().startswith("replay: ")]
+
+
+@pytest.mark.parametrize("mutant", ["ring-keeps-W+1", "c-len-W+1", "decoder-rope-at-slot"])
+def test_the_replay_hint_a_mutant_campaign_prints_resolves_and_replays(tmp_path, capsys, mutant):
+    rc, out, err = run(capsys, "fuzz", "--target", f"mutant:{mutant}", "--time", "30", "--seed", "0",
+                       "--seeds-dir", str(tmp_path / "s"), "--db", str(tmp_path / "db"))
+    if rc == 2 and "not available here" in err:
+        pytest.skip(err.strip())
+    assert rc == 1, out + err
+    (hint,) = _replay_hints(out)
+    argv = hint.split()
+    assert argv[:2] == ["kvwindow", "replay"] and argv[3] == "--target" and argv[4] == f"mutant:{mutant}"
+    rc, out, err = run(capsys, *argv[1:])
+    assert rc == 1 and "FAILED" in out, out + err  # resolves, and the mutant fails its seed again
+
+
+def test_every_target_name_is_a_target_value_that_resolves(tmp_path):
+    """A replay hint names its target by ``target.name``: for every built-in target that runs here and
+    every mutant, that name resolves back to a target of the same name."""
+    from fuzz.replay import replay_hint
+    from fuzz.targets import registry
+    from impl.mutants.catalogue import catalogue
+
+    names = [t.name for t in registry.list_targets() if t.available]
+    names += [f"mutant:{m.name}" for m in catalogue()]
+    checked = 0
+    for spec in names:
+        target, why = registry.probe(spec)
+        if target is None:
+            continue
+        hint = replay_hint(tmp_path / "seed.json", target.name)
+        again = registry.resolve(hint.split(" --target ", 1)[1])
+        assert again.name == target.name, hint
+        checked += 1
+    assert checked >= 20
+
+
+def test_seeds_show_prints_a_replay_command_that_runs(tmp_path, capsys):
+    rc, out, _ = run(capsys, "seeds", "--seeds-dir", str(tmp_path), "add", "--window", "2", "--ops", "push push push")
+    assert rc == 0
+    sid = out.split()[1].rstrip(":")
+    rc, out, _ = run(capsys, "seeds", "--seeds-dir", str(tmp_path), "show", sid)
+    (hint,) = _replay_hints(out)
+    rc, out, err = run(capsys, *hint.split()[1:], "--target", "pyring")
+    assert rc == 0 and f"{sid} pyring: ok" in out, out + err

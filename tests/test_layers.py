@@ -10,13 +10,17 @@ is held to its layer's rule:
 * ``impl/`` (implementations under test): nothing from ``fuzz`` or ``pyspec``;
 * ``fuzz/`` (the harness): anything but the test suite.
 
-No layer imports ``tests``. The checker is tested on synthetic sources too,
-so that it is known to fail on a violation.
+No layer imports ``tests``. And no module reaches itself through its imports:
+the import graph of all three layers — lazy imports, relative imports,
+``importlib`` names and ``"module:attr"`` strings (the registry's and the
+bench's tables) included — has no cycle. The checkers are tested on synthetic
+sources too, so that they are known to fail on a violation.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -156,3 +160,123 @@ def test_relative_imports_resolve_against_the_package():
     assert imports("from . import spec\n", "pyspec.ring") == [(1, "pyspec.spec")]
     assert imports("from .. import conventions\n", "impl.hf.models") == [(1, "impl.conventions")]
     assert imports("from .ops import Push\n", "fuzz.__init__") == [(1, "fuzz.ops")]
+
+
+# ---------------------------------------------------------------------------
+# no import circles, lazy and string-named imports included
+
+#: ``"module:attr"`` strings (the registry's BUILTIN and FAMILIES tables, the bench's helper tables):
+#: an import made at run time by name, so an edge of the import graph like any other.
+MODULE_STRING = re.compile(r"^((?:pyspec|impl|fuzz)(?:\.\w+)*):\w+$")
+
+
+def _package(module: str, is_package: bool) -> list[str]:
+    parts = module.split(".")
+    return parts if is_package else parts[:-1]
+
+
+def dependencies(source: str, module: str, known: set[str], is_package: bool = False) -> set[str]:
+    """The project modules ``module`` imports: at module level, inside functions, relatively, through
+    ``importlib.import_module`` / ``__import__`` with a constant name, and by ``"module:attr"`` strings."""
+    out: set[str] = set()
+
+    def add(name: str) -> None:
+        while name and name not in known:  # ``from pkg import func`` depends on pkg
+            name = name.rpartition(".")[0]
+        if name and name != module:
+            out.add(name)
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                add(a.name)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                pkg = _package(module, is_package)
+                base = ".".join(pkg[:len(pkg) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            for a in node.names:
+                add(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base)
+        elif isinstance(node, ast.Call):
+            name = _dynamic_name(node)
+            if name is not None:
+                add(name)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            m = MODULE_STRING.match(node.value)
+            if m:
+                add(m.group(1))
+    return out
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected component of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _project_modules() -> dict[str, tuple[Path, bool]]:
+    mods = {}
+    for layer in LAYERS:
+        for p in _sources(layer):
+            rel = p.relative_to(ROOT).with_suffix("")
+            is_pkg = rel.name == "__init__"
+            mods[".".join(rel.parts[:-1] if is_pkg else rel.parts)] = (p, is_pkg)
+    return mods
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = _project_modules()
+    known = set(mods)
+    return {m: dependencies(p.read_text(), m, known, is_pkg) for m, (p, is_pkg) in mods.items()}
+
+
+def test_no_import_cycles():
+    graph = import_graph()
+    assert len(graph) > 50 and "fuzz.targets.pyring" in graph["fuzz.targets.registry"]  # the strings count
+    found = cycles(graph)
+    assert not found, "import circles (each must become a one-way dependency):\n" + "\n".join(
+        " <-> ".join(c) for c in found)
+
+
+def test_cycle_checker_sees_lazy_and_string_named_imports():
+    known = {"fuzz.a", "fuzz.b", "fuzz.c", "fuzz.pkg", "fuzz.pkg.d"}
+    lazy = {"fuzz.a": dependencies("def f():\n    from fuzz.b import g\n", "fuzz.a", known),
+            "fuzz.b": dependencies("from fuzz.a import h\n", "fuzz.b", known)}
+    assert cycles(lazy) == [["fuzz.a", "fuzz.b"]]
+    by_name = {"fuzz.a": dependencies('TABLE = {"x": ("fuzz.c:make", True)}\n', "fuzz.a", known),
+               "fuzz.c": dependencies("import importlib\nimportlib.import_module('fuzz.a')\n", "fuzz.c", known)}
+    assert cycles(by_name) == [["fuzz.a", "fuzz.c"]]
+    relative = {"fuzz.pkg": dependencies("from . import d\n", "fuzz.pkg", known, is_package=True),
+                "fuzz.pkg.d": dependencies("from .. import pkg\n", "fuzz.pkg.d", known)}
+    assert cycles(relative) == [["fuzz.pkg", "fuzz.pkg.d"]]
+    assert cycles({"fuzz.a": {"fuzz.b"}, "fuzz.b": {"fuzz.c"}, "fuzz.c": set()}) == []

@@ -114,3 +114,19 @@ def test_bulk_catches_broken_copies(tmp_path, edit, what):
     backend = load_library(compile_ring_library(tmp_path / "libbroken.so", replace=edit))
     with pytest.raises(bulk.BulkMismatch, match=f"W=5: after push #\\d+ .*{what}"):
         bulk.check_trace(5, 1000, width=16, backend=backend)
+
+
+def test_array_last_window_is_the_list_last_window():
+    """pyspec.bulk.last_window mirrors Lean lastWindow on array rows: exhaustively equal to the list mirror
+    pyspec.last_window for every W <= 6 (0 included) and every history of length <= 9, rows of 1 or 3 floats."""
+    import pyspec
+    from pyspec.bulk import last_window
+
+    for n in range(10):
+        hist = np.arange(n, dtype=np.int64)
+        rows = np.arange(3 * n, dtype=np.float32).reshape(n, 3)
+        for w in range(7):
+            assert last_window(w, hist).tolist() == pyspec.last_window(w, hist.tolist())
+            assert last_window(w, rows).tolist() == pyspec.last_window(w, rows.tolist())
+    with pytest.raises(ValueError, match="-1"):
+        last_window(-1, np.arange(3))

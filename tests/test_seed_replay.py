@@ -58,3 +58,24 @@ def test_malformed_seed_is_named(tmp_path):
     bad.write_text('{"format": 1, "window": 3, "ops": [["push"], ["chu')
     with pytest.raises(seeds.SeedError, match="deadbeef0000.json"):
         seeds.load_seed(bad)
+
+
+def _old_id(doc) -> str:
+    """The seed id as every committed seed was named: 12 hex digits of the SHA-256 of the canonical
+    ``{"window", "ops"}`` JSON (written out here, independently of fuzz.ops.Case.id)."""
+    import hashlib
+    import json
+
+    canon = json.dumps({"window": doc["window"], "ops": doc["ops"]}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canon.encode()).hexdigest()[:12]
+
+
+@pytest.mark.parametrize("path", seeds.seed_paths(), ids=lambda p: p.stem)
+def test_committed_seed_keeps_its_id_and_file_format(path):
+    import json
+
+    doc = json.loads(path.read_text())
+    s = seeds.load_seed(path)
+    assert s.id == doc["id"] == path.stem == _old_id(doc)
+    # Loading and writing it again gives the same bytes: the file format did not change.
+    assert seeds.format_seed(s.to_json()) + "\n" == path.read_text()
