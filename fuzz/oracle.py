@@ -45,6 +45,30 @@ def payload(epoch: int, pos: int, width: int) -> tuple[np.ndarray, np.ndarray]:
     return keys[0], values[0]
 
 
+#: Payload tables of the first epochs of a case (most streams are one of these), shared by every
+#: case: ``(epoch, width) -> (positions, keys, values)`` for positions ``0 .. len-1``, read-only.
+_TABLES: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+_TABLE_EPOCHS = 64
+_TABLE_ROWS = 1 << 16
+
+
+def history_table(epoch: int, width: int, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Positions ``0 .. rows-1`` (at least) of stream ``epoch`` and their payloads, read-only (a cache
+    that writes into what it was pushed fails loudly instead of corrupting the oracle)."""
+    table = _TABLES.get((epoch, width))
+    if table is not None and table[0].shape[0] >= rows:
+        return table
+    have = 0 if table is None else table[0].shape[0]
+    pos = np.arange(max(rows, 2 * have, 64), dtype=np.int64)
+    keys, values = payloads(epoch, pos, width)
+    table = (pos, keys, values)
+    for a in table:
+        a.flags.writeable = False
+    if epoch < _TABLE_EPOCHS and pos.shape[0] <= _TABLE_ROWS:
+        _TABLES[(epoch, width)] = table
+    return table
+
+
 # ---------------------------------------------------------------------------
 # Phases: which boundaries a run exercised (campaign coverage)
 
@@ -83,8 +107,9 @@ class SpecStream:
     token pushed since the last reset; the cache must hold ``expected()`` =
     ``pyspec.bulk.last_window(W, history)`` — by Lean ``run_correct`` and ``pushChunk_correct``
     exactly what stepping ``pyspec.step`` over the history gives. Payloads are a pure function
-    of ``(epoch, pos)``, so rows are computed ahead in blocks (:meth:`reserve`) and every
-    op's entries and expectation are slices of the same arrays: no per-op allocation.
+    of ``(epoch, pos)``, so rows are computed ahead in blocks shared by every case
+    (:func:`history_table`) and every op's entries and expectation are slices of the same
+    arrays: no per-op allocation.
     """
 
     __slots__ = ("window", "width", "epoch", "n", "after_reset", "_pos", "_keys", "_values", "_filled")
@@ -97,9 +122,8 @@ class SpecStream:
         self._fill(16)
 
     def _fill(self, capacity: int) -> None:
-        """Compute this epoch's positions and payloads ``0 .. capacity-1``."""
-        self._pos = np.arange(capacity, dtype=np.int64)
-        self._keys, self._values = payloads(self.epoch, self._pos, self.width)
+        """This epoch's positions and payloads ``0 .. capacity-1`` (at least)."""
+        self._pos, self._keys, self._values = history_table(self.epoch, self.width, capacity)
         self._filled = self.epoch
 
     def reserve(self, tokens: int) -> None:
@@ -139,9 +163,12 @@ class SpecStream:
         return self._pos[:n], self._keys[:n], self._values[:n]
 
     def expected(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``lastWindow W history`` as positions, keys, values in logical order (views)."""
-        w = self.window
-        return tuple(last_window(w, a) for a in self.history())  # type: ignore[return-value]
+        """``lastWindow W history`` as positions, keys, values in logical order (views): the rows
+        ``pyspec.bulk.last_window`` keeps of the positions, and the same rows of the payloads."""
+        n = self.n
+        pos = last_window(self.window, self._pos[:n])
+        a = n - pos.shape[0]
+        return pos, self._keys[a:n], self._values[a:n]
 
     def positions(self) -> list[int]:
         """The positions the cache must hold, oldest first."""

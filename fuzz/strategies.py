@@ -34,13 +34,37 @@ def chunk_sizes(window: int) -> st.SearchStrategy[int]:
     return st.one_of(st.sampled_from(edges), st.integers(0, 3 * window + 3))
 
 
-#: Op kinds, weighted: half pushes, a third chunks, a sixth resets.
-KINDS = st.sampled_from(("push", "push", "push", "chunk", "chunk", "reset"))
-
-
 @lru_cache(maxsize=None)
 def _integers(lo: int, hi: int) -> st.SearchStrategy[int]:
     return st.integers(lo, hi)
+
+
+@lru_cache(maxsize=None)
+def _op_templates(window: int, window_max: int) -> tuple[st.SearchStrategy, tuple]:
+    """One draw picks what the next op is, with the weights of the op language: half pushes, a
+    third chunks (half of them one of the window edges of :func:`chunk_sizes`, half any size up to
+    ``3W + 3``), a sixth resets (to a window drawn as :func:`windows` draws it).
+
+    The table lists each outcome as often as its weight asks (simplest first, so shrinking
+    heads for a push); a chunk of any size or a reset draws its number with a second draw. One
+    or two draws per op, where the nested strategies took two or three: what a case costs
+    Hypothesis is mostly its draws.
+    """
+    edges = sorted({0, 1, max(window - 1, 0), window, window + 1, 2 * window + 3})
+    small = min(8, window_max)
+    resets = [("reset", _integers(1, small))] * 2 + ([("reset", _integers(1, window_max))] if window_max > 8 else
+                                                     [("reset", _integers(1, small))])
+    # weights over 6 * 6 * len(edges): push 1/2, chunk 1/3 (edge 1/2, any 1/2), reset 1/6 (3 window draws)
+    e = len(edges)
+    unit = 36 * e
+    table: list = [("push", None)] * (unit // 2)
+    table += [("chunk", _integers(0, 3 * window + 3))] * (unit // 6)
+    for k in edges:
+        table += [("edge", k)] * (unit // (6 * e))
+    for r in resets:
+        table += [r] * (unit // 18)
+    assert len(table) == unit
+    return st.sampled_from(range(len(table))), tuple(table)
 
 
 @st.composite
@@ -50,13 +74,16 @@ def op_lists(draw, window: int, max_ops: int = 24, window_max: int = 16, max_tok
     w = window
     tokens = 0
     for _ in range(draw(_integers(0, max_ops))):
-        kind = draw(KINDS)
+        pick, table = _op_templates(w, window_max)
+        kind, arg = table[draw(pick)]
         if kind == "push":
             op: Op = Push()
+        elif kind == "edge":
+            op = Chunk(arg)
         elif kind == "chunk":
-            op = Chunk(draw(chunk_sizes(w)))
+            op = Chunk(draw(arg))
         else:
-            w = draw(windows(window_max))
+            w = draw(arg)
             op = Reset(w)
         if max_tokens is not None and tokens + op.tokens > max_tokens:
             break

@@ -10,9 +10,12 @@ import math
 import pytest
 
 from fuzz.bench import run as bench
+from fuzz.bench import sections
+from fuzz.bench.budgets import BUDGETS
+from impl.errors import Unavailable
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-SECTIONS = ("throughput", "mutants", "decode", "gpu")
+SECTIONS = ("throughput", "peer", "mutants", "decode", "gpu")
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +34,7 @@ def test_report_files_exist(smoke):
     out, report = smoke
     assert (out / "report.json").is_file() and (out / "report.md").is_file()
     md = (out / "report.md").read_text()
-    for heading in ("## 1. Throughput", "## 2. Mutants", "## 3. Decode", "## 4. GPU"):
+    for heading in ("## 1. Throughput", "## 2. Peer", "## 3. Mutants", "## 4. Decode", "## 5. GPU"):
         assert heading in md
 
 
@@ -91,12 +94,45 @@ def test_plots_are_valid_pngs(smoke):
 
 def test_missing_helper_is_reported_not_raised(tmp_path, monkeypatch):
     def boom(*a, **k):
-        raise bench.Unavailable("helper not built")
+        raise Unavailable("helper not built")
 
-    monkeypatch.setattr(bench, "section_decode", lambda b, log: boom())
-    monkeypatch.setattr(bench, "section_mutants", lambda b, d, log: boom())
-    monkeypatch.setattr(bench, "section_throughput", lambda b, d, log: boom())
-    rep = bench.run_bench(bench.BUDGETS["smoke"], tmp_path, command="test", log=lambda s: None)
-    for name in ("throughput", "mutants", "decode"):
+    for name in ("throughput", "peer", "mutants", "decode"):
+        monkeypatch.setitem(sections.SECTIONS, name, lambda b, log: boom())
+    rep = bench.run_bench(BUDGETS["smoke"], tmp_path, command="test", log=lambda s: None)
+    for name in ("throughput", "peer", "mutants", "decode"):
         assert rep["sections"][name]["status"] == "not available: helper not built"
     assert (tmp_path / "report.md").is_file()
+
+
+def test_peer_comparison_measured_side_by_side(smoke):
+    """The campaign and the hand-written state machine, each W measured by both in every repeat."""
+    _, report = smoke
+    sec = report["sections"]["peer"]
+    assert sec["status"] == "ok"
+    for r in sec["rows"]:
+        assert r["campaign_tokens_per_s"]["n"] == r["peer_tokens_per_s"]["n"] == report["budget"]["repeats"]
+        assert r["campaign_tokens_per_s"]["median"] > 0 and r["peer_tokens_per_s"]["median"] > 0
+        assert r["peer_examples"] > 0 and all(v > 0 for v in r["campaign_phases"].values())
+    assert {r["window"] for r in sec["ratios"]} == set(report["budget"]["peer_windows"])
+
+
+def test_only_runs_the_sections_asked_for(tmp_path):
+    assert bench.main(["--smoke", "--quiet", "--only", "gpu", "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    for name in SECTIONS:
+        if name != "gpu":
+            assert report["sections"][name]["status"] == "skipped: not selected (--only)"
+
+
+def test_the_peer_catches_a_broken_ring(monkeypatch):
+    """The peer is a real check, not a loop that only counts: against a ring that reads one entry
+    short once full, its invariant fails."""
+    from hypothesis.errors import Flaky
+
+    from fuzz.bench import peer
+    from impl.ring import CRing
+
+    real = CRing.contents
+    monkeypatch.setattr(CRing, "contents", lambda self: real(self)[1:] if len(self) == self.window else real(self))
+    with pytest.raises((AssertionError, Flaky)):
+        peer.measure_peer(4, 5.0)

@@ -96,7 +96,9 @@ def test_long_streams(w, n):
 
 
 def test_measure_bulk_reports_rate():
-    out = bulk.measure_bulk(8, 20_000, 16)
+    from fuzz.bench.throughput import measure_bulk
+
+    out = measure_bulk(8, 20_000, 16)
     assert out["tokens"] == 20_000 and out["w"] == 8 and out["width"] == 16 and out["tokens_per_s"] > 0
 
 

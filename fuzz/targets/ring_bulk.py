@@ -206,28 +206,3 @@ def _check_contents(ring, exp: _Expect, n: int, epoch: int, width: int) -> None:
     wk, wv = _payloads(epoch, int(want[0]) if want.size else 0, want.size, width)
     if not (np.array_equal(keys, wk) and np.array_equal(vals, wv)):
         raise BulkMismatch(f"W={w}: after {n} pushes read() payloads differ from the pushed ones")
-
-
-def measure_bulk(w: int, n: int, width: int = 16, *, backend=None) -> dict:
-    """Spec-checked tokens per second in bulk mode (what ``kvwindow bench`` reports).
-
-    Every one of the ``n`` tokens is checked (positions row and checksum); the time
-    includes payload generation and the numpy checks, not just the C calls."""
-    res = check_trace(w, n, width=width, backend=backend)
-    return {"mode": "bulk", "w": w, "width": width, "tokens": res.tokens,
-            "seconds": res.seconds, "tokens_per_s": res.tokens_per_s}
-
-
-def measure_stateful(w: int, n: int, width: int = 16, *, backend=None) -> dict:
-    """The stateful counterpart of :func:`measure_bulk`: ``n`` single-token pushes through the
-    Python protocol, ``contents()`` compared with pyspec after each (what ``CacheTarget`` does)."""
-    from fuzz.ops import Case, Push
-    from fuzz.targets.cache import CacheTarget
-    from impl.ring import CRing
-
-    target = CacheTarget("ring-c", lambda: CRing(width, backend=backend), width=width)
-    start = time.perf_counter()
-    stats = target.run(Case(w, (Push(),) * n))
-    seconds = time.perf_counter() - start
-    return {"mode": "stateful", "w": w, "width": width, "tokens": stats.tokens, "seconds": seconds,
-            "tokens_per_s": stats.tokens / seconds if seconds > 0 else float("inf")}

@@ -1,45 +1,46 @@
-"""pytest-benchmark: spec-checked steps per second of the C ring, bulk vs stateful, W in {8, 64, 512}.
+"""pytest-benchmark: spec-checked tokens per second of the C ring, bulk vs single pushes, W in {8, 64, 512}.
 
 Not collected by the default test run (file name ``bench_*``); never a timed
 assertion. Run with::
 
     .venv/bin/python -m pytest tests/bench/bench_ring.py --benchmark-enable -p no:cacheprovider -s
 
-A "step" is one pushed token whose resulting cache was checked against the
-spec: in bulk mode the window row and payload checksum from ``ringkv_trace``
-against ``pyspec.bulk``; in stateful mode ``contents()`` against pyspec after
-every push. Goal: >= 1,000,000 steps/s in bulk mode on one core.
-The same numbers as dicts: ``fuzz.targets.ring_bulk.measure_bulk`` / ``measure_stateful``.
+A token counts once its resulting cache was checked against the spec: in bulk
+mode the window row and payload checksum from ``ringkv_trace`` against
+``pyspec.bulk``; in the op loop the contents against pyspec after every push.
+Goal: >= 1,000,000 tokens/s in bulk mode on one core.
+The same numbers as dicts: ``fuzz.bench.throughput.measure_bulk`` / ``measure_pushes``.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from fuzz.targets.ring_bulk import check_trace, measure_stateful
+from fuzz.bench.throughput import measure_pushes
+from fuzz.targets.ring_bulk import check_trace
 
 WIDTH = 16
-BULK_STEPS = {8: 1_000_000, 64: 1_000_000, 512: 200_000}
-STATEFUL_STEPS = {8: 5_000, 64: 1_000, 512: 200}
+BULK_TOKENS = {8: 1_000_000, 64: 1_000_000, 512: 200_000}
+PUSH_TOKENS = {8: 5_000, 64: 1_000, 512: 200}
 
 
-def _report(benchmark, mode, w, steps):
-    rate = steps / benchmark.stats.stats.mean
-    benchmark.extra_info.update({"mode": mode, "w": w, "width": WIDTH, "steps": steps, "steps_per_s": rate})
-    print(f"\n{mode:8s} W={w:<4d} width={WIDTH}: {rate:,.0f} spec-checked steps/s")
+def _report(benchmark, mode, w, tokens):
+    rate = tokens / benchmark.stats.stats.mean
+    benchmark.extra_info.update({"mode": mode, "w": w, "width": WIDTH, "tokens": tokens, "tokens_per_s": rate})
+    print(f"\n{mode:8s} W={w:<4d} width={WIDTH}: {rate:,.0f} spec-checked tokens/s")
 
 
 @pytest.mark.parametrize("w", [8, 64, 512])
-def test_bulk_checked_steps(benchmark, w):
-    n = BULK_STEPS[w]
+def test_bulk_checked_tokens(benchmark, w):
+    n = BULK_TOKENS[w]
     res = benchmark.pedantic(lambda: check_trace(w, n, width=WIDTH), rounds=3, iterations=1, warmup_rounds=1)
-    assert res.steps == n
+    assert res.tokens == n
     _report(benchmark, "bulk", w, n)
 
 
 @pytest.mark.parametrize("w", [8, 64, 512])
-def test_stateful_checked_steps(benchmark, w):
-    n = STATEFUL_STEPS[w]
-    out = benchmark.pedantic(lambda: measure_stateful(w, n, WIDTH), rounds=3, iterations=1)
-    assert out["steps"] == n
-    _report(benchmark, "stateful", w, n)
+def test_pushed_checked_tokens(benchmark, w):
+    n = PUSH_TOKENS[w]
+    out = benchmark.pedantic(lambda: measure_pushes(w, n, WIDTH), rounds=3, iterations=1)
+    assert out["tokens"] == n
+    _report(benchmark, "pushes", w, n)

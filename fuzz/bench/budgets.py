@@ -1,0 +1,51 @@
+"""How much each ``kvwindow bench`` section measures: the ``smoke`` (test suite), ``quick`` and ``full`` budgets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much each section measures. ``quick`` takes about half a minute on 2 cores, ``full`` about 15."""
+
+    name: str
+    repeats: int
+    windows: tuple[int, ...]
+    #: seconds of stateful campaign per (target, W, repeat)
+    stateful_s: float
+    #: pushes per bulk stream (the C trace call)
+    bulk_n: int
+    bulk_width: int
+    #: the stateful targets to measure besides ``ring-c`` and ``pyring`` (empty: every CPU target)
+    extra_targets: tuple[str, ...] | None
+    #: per-mutant time budget per strategy and repeat
+    mutant_s: float
+    mutant_max_examples: int
+    #: mutants to run (``None``: the whole catalogue) and how many repeats of the kill table
+    mutant_only: tuple[str, ...] | None
+    mutant_repeats: int
+    #: decoder benchmark: window, and decode steps timed per t
+    decode_window: int
+    decode_steps: int
+    gpu_iters: int
+    #: the peer comparison: windows, and seconds per side, window and repeat
+    peer_windows: tuple[int, ...] = (8, 16, 64)
+    peer_s: float = 1.0
+
+
+BUDGETS = {
+    # A few seconds: only for the test suite (hidden flag --smoke).
+    "smoke": Budget("smoke", repeats=2, windows=(8, 64), stateful_s=0.25, bulk_n=2_000, bulk_width=16,
+                    extra_targets=(), mutant_s=0.5, mutant_max_examples=200,
+                    mutant_only=("ring-keeps-W+1", "ring-position-is-slot", "c-len-W+1"), mutant_repeats=2,
+                    decode_window=8, decode_steps=2, gpu_iters=2, peer_windows=(8,), peer_s=0.25),
+    "quick": Budget("quick", repeats=3, windows=(8, 64, 512), stateful_s=0.7, bulk_n=20_000, bulk_width=16,
+                    extra_targets=("decoder",), mutant_s=1.5, mutant_max_examples=2_000,
+                    mutant_only=None, mutant_repeats=3,
+                    decode_window=32, decode_steps=16, gpu_iters=10, peer_s=0.5),
+    "full": Budget("full", repeats=5, windows=(8, 16, 64, 512), stateful_s=2.0, bulk_n=200_000,
+                   bulk_width=16, extra_targets=None, mutant_s=8.0, mutant_max_examples=20_000,
+                   mutant_only=None, mutant_repeats=5,
+                   decode_window=64, decode_steps=32, gpu_iters=50, peer_s=3.0),
+}

@@ -1,0 +1,56 @@
+"""What the harness's own checking costs: spec-checked tokens per second of a campaign, of the C ring's
+bulk mode, and of single pushes through the op loop.
+
+A token counts once, when the cache that holds it has been checked against the
+spec (a chunk of k is k tokens). None of these is a timed assertion: ``kvwindow
+bench`` reports them, ``tests/bench/bench_ring.py`` wraps two for pytest-benchmark.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fuzz.config import CampaignConfig
+from fuzz.targets.base import Target
+
+
+def measure_campaign(target: Target, window: int, seconds: float, campaign_seed: int) -> dict[str, Any]:
+    """The ordinary campaign (:func:`fuzz.campaign.fuzz_target`: boundary tours, then cases that
+    start at window ``window``, resets at or below it) on ``target`` for ``seconds``."""
+    from fuzz.campaign import fuzz_target
+
+    config = CampaignConfig(seconds=seconds, window_max=window, start_window=window, campaign_seed=campaign_seed,
+                            save_seeds=False)
+    r = fuzz_target(target, config)
+    if r.failures:
+        raise RuntimeError(f"{target.name} failed during the benchmark: {r.failures[0].error.splitlines()[0]}")
+    return {"examples": r.examples, "tokens": r.tokens, "seconds": r.seconds, "phases": dict(r.phases),
+            "examples_per_s": r.examples_per_s, "tokens_per_s": r.tokens_per_s}
+
+
+def measure_bulk(w: int, n: int, width: int = 16, *, backend=None) -> dict[str, Any]:
+    """Spec-checked tokens per second in bulk mode (:func:`fuzz.targets.ring_bulk.check_trace`).
+
+    Every one of the ``n`` tokens is checked (positions row and checksum); the time
+    includes payload generation and the numpy checks, not just the C calls."""
+    from fuzz.targets.ring_bulk import check_trace
+
+    res = check_trace(w, n, width=width, backend=backend)
+    return {"mode": "bulk", "w": w, "width": width, "tokens": res.tokens,
+            "seconds": res.seconds, "tokens_per_s": res.tokens_per_s}
+
+
+def measure_pushes(w: int, n: int, width: int = 16, *, backend=None) -> dict[str, Any]:
+    """The op-loop counterpart of :func:`measure_bulk`: ``n`` single-token pushes through
+    :class:`~fuzz.targets.cache.CacheTarget`, the contents checked after each."""
+    from fuzz.ops import Case, Push
+    from fuzz.targets.cache import CacheTarget
+    from impl.ring import CRing
+
+    target = CacheTarget("ring-c", lambda: CRing(width, backend=backend), width=width)
+    start = time.perf_counter()
+    stats = target.run(Case(w, (Push(),) * n))
+    seconds = time.perf_counter() - start
+    return {"mode": "pushes", "w": w, "width": width, "tokens": stats.tokens, "seconds": seconds,
+            "tokens_per_s": stats.tokens / seconds if seconds > 0 else float("inf")}
