@@ -49,7 +49,7 @@ print("library loads; rkvc_dtype_supported(bf16) =", c.load()[1].rkvc_dtype_supp
 PYEOF
 
 step "GPU tests"
-timeout 170 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_cuda_gpu.py tests/test_cuda_index.py \
+timeout 170 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_cuda_gpu_*.py tests/test_cuda_index.py \
   tests/test_cuda_reference.py || fail "GPU tests"
 
 mkdir -p bench-out

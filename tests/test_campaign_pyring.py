@@ -3,23 +3,16 @@
 import json
 
 from fuzz import campaign, seeds
-from fuzz.config import CampaignConfig
 from fuzz.cli import main
-from fuzz.targets.pyring import make_pyring
+from fuzz.config import CampaignConfig
 from fuzz.targets.cache import CacheTarget
-from fuzz.targets.pyring import PyRing
-
-
-class ReadsFromSlotZero(PyRing):
-    """A ring that reads from slot 0 instead of head once it has wrapped."""
-
-    def contents(self):
-        r = self._ring
-        return [r.buf[i] for i in range(r.size)] if r else []
+from fuzz.targets.pyring import make_pyring
+from tests.support.caches import BUGGY, ReadsFromSlotZero
 
 
 def test_pyring_campaign_runs_clean(tmp_path):
-    res = campaign.fuzz_target(make_pyring(), CampaignConfig(seconds=60, max_examples=150, campaign_seed=3, seeds_dir=str(tmp_path)))
+    res = campaign.fuzz_target(make_pyring(), CampaignConfig(seconds=60, max_examples=150, campaign_seed=3,
+                                                              seeds_dir=str(tmp_path)))
     assert not res.failures
     assert res.examples >= 150 and res.tokens > 0
     assert res.phases["first-eviction"] > 0 and res.phases["chunk>W"] > 0
@@ -27,7 +20,8 @@ def test_pyring_campaign_runs_clean(tmp_path):
 
 def test_broken_ring_is_caught_and_shrunk(tmp_path):
     target = CacheTarget("broken-ring", ReadsFromSlotZero)
-    res = campaign.fuzz_target(target, CampaignConfig(seconds=60, max_examples=500, campaign_seed=1, seeds_dir=str(tmp_path)))
+    res = campaign.fuzz_target(target, CampaignConfig(seconds=60, max_examples=500, campaign_seed=1,
+                                                      seeds_dir=str(tmp_path)))
     assert res.failures and "positions" in res.failures[0].error
     stored = seeds.load_seed(res.failures[0].seed_path)
     # Shrunk: the minimal trigger is a first eviction, W + 1 pushes of W = 1, or one chunk.
@@ -45,6 +39,6 @@ def test_cli_fuzz_exit_codes(tmp_path, capsys):
 def test_cli_fuzz_py_target_exits_1_on_bug(tmp_path, monkeypatch):
     monkeypatch.setattr(seeds, "SEED_DIR", tmp_path)
     monkeypatch.setattr(campaign.seedstore, "SEED_DIR", tmp_path)
-    rc = main(["fuzz", "--target", "py:tests.test_campaign_pyring:ReadsFromSlotZero", "--time", "20", "--seed", "0"])
+    rc = main(["fuzz", "--target", BUGGY, "--time", "20", "--seed", "0"])
     assert rc == 1
     assert list(tmp_path.glob("*.json"))

@@ -11,22 +11,7 @@ import pytest
 
 from fuzz.cli import main
 from fuzz.strategies import boundary_tours
-from fuzz.targets.pyring import PyRing
-from tests.test_campaign_pyring import ReadsFromSlotZero
-
-BUGGY = "py:tests.test_campaign_pyring:ReadsFromSlotZero"
-WIDE_BUGGY = "py:tests.test_campaign_workers:ReadsFromSlotZeroWhenWide"
-
-
-class ReadsFromSlotZeroWhenWide(ReadsFromSlotZero):
-    """The same bug, only for windows >= 7: beyond the boundary tours (explicit examples,
-    which Hypothesis never stores), so the failure comes from the generate phase and
-    lands in the example database."""
-
-    def contents(self):
-        if self._ring is not None and self._ring.w >= 7:
-            return super().contents()
-        return PyRing.contents(self)
+from tests.support.caches import BUGGY, WIDE_BUGGY
 
 
 def test_workers_run_in_parallel_and_merge(tmp_path, capsys):

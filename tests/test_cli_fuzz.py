@@ -13,16 +13,9 @@ import pytest
 
 from fuzz.cli import main
 from fuzz.oracle import PHASES
+from tests.support.caches import BUGGY, NO_CONTENTS
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-class NoContents:
-    """A cache missing contents(): the py: target must be refused naming the method."""
-
-    def reset(self, window): ...
-    def push(self, pos, key, value): ...
-    def push_chunk(self, entries): ...
 
 
 def run(capsys, *argv):
@@ -65,12 +58,12 @@ def test_report_and_plain_progress(tmp_path, capsys, monkeypatch):
 def test_failure_prints_replay_command_and_saves_seed(tmp_path, capsys):
     sd = tmp_path / "seeds"
     rep = tmp_path / "r.json"
-    rc, out, _ = run(capsys, "fuzz", "--target", "py:tests.test_campaign_pyring:ReadsFromSlotZero", "--time", "20",
+    rc, out, _ = run(capsys, "fuzz", "--target", BUGGY, "--time", "20",
                      "--seed", "0", "--seeds-dir", str(sd), "--report", str(rep), "--db", str(tmp_path / "db"))
     assert rc == 1
     files = list(sd.glob("*.json"))
     assert len(files) == 1
-    assert f"kvwindow replay {files[0]} --target py:tests.test_campaign_pyring:ReadsFromSlotZero" in out
+    assert f"kvwindow replay {files[0]} --target {BUGGY}" in out
     doc = json.loads(rep.read_text())
     assert doc["exit_code"] == 1 and doc["failures"][0]["seed_id"] == files[0].stem
 
@@ -97,7 +90,7 @@ def test_bad_targets_exit_2_one_line(tmp_path, capsys):
         (f"c:{partial}", "ringkv_"),
         ("py:no_such_module_xyz:Cache", "cannot import"),
         ("py:fuzz.targets:NoSuchClass", "no attribute"),
-        ("py:tests.test_cli_fuzz:NoContents", "contents"),
+        (NO_CONTENTS, "contents"),
         ("py:missing-colon", "py:module.path:ClassName"),
     ]
     for spec, needle in cases:

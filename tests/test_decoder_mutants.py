@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from fuzz.campaign import fuzz_target
-
 from fuzz.config import CampaignConfig
 from fuzz.targets.decoder_props import configs, run_parity_property
 from fuzz.targets.decoder import make_decoder
@@ -31,7 +30,8 @@ def test_mutant_fails_the_properties(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_campaign_target_kills_mutant(name, tmp_path):
-    res = fuzz_target(make_decoder(name), CampaignConfig(seconds=30, max_examples=300, campaign_seed=0, seeds_dir=str(tmp_path)))
+    res = fuzz_target(make_decoder(name), CampaignConfig(seconds=30, max_examples=300, campaign_seed=0,
+                                                         seeds_dir=str(tmp_path)))
     assert res.failures, f"mutant {name} survived {res.examples} examples"
     assert res.failures[0].error.startswith("Mismatch: mutant:decoder-" + name)
 

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from fuzz.campaign import fuzz_target
-
 from fuzz.config import CampaignConfig
 from fuzz.targets.decoder_props import configs, run_greedy_property, run_parity_property
 from fuzz.targets.decoder import make_decoder
@@ -46,7 +45,8 @@ def test_properties_hold_on_cuda():
 
 
 def test_decoder_campaign_target(tmp_path):
-    res = fuzz_target(make_decoder(), CampaignConfig(seconds=60, max_examples=100, campaign_seed=3, seeds_dir=str(tmp_path)))
+    res = fuzz_target(make_decoder(), CampaignConfig(seconds=60, max_examples=100, campaign_seed=3,
+                                                     seeds_dir=str(tmp_path)))
     assert not res.failures, res.failures
     assert res.examples == 100
     assert all(res.phases[p] > 0 for p in ("not-yet-full", "exactly-full", "first-eviction",
@@ -55,5 +55,6 @@ def test_decoder_campaign_target(tmp_path):
 
 def test_decoder_campaign_target_on_the_c_ring(tmp_path):
     pytest.importorskip("impl.ring")
-    res = fuzz_target(make_decoder(backend="c"), CampaignConfig(seconds=60, max_examples=30, campaign_seed=4, seeds_dir=str(tmp_path)))
+    res = fuzz_target(make_decoder(backend="c"), CampaignConfig(seconds=60, max_examples=30, campaign_seed=4,
+                                                                seeds_dir=str(tmp_path)))
     assert not res.failures, res.failures

@@ -5,8 +5,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from fuzz.campaign import fuzz_target  # noqa: E402
-
-from fuzz.config import CampaignConfig
+from fuzz.config import CampaignConfig  # noqa: E402
 from fuzz.targets.hf.caches import HFCacheTarget, make_hf_dynamic, make_hf_static  # noqa: E402
 from fuzz.ops import Case, Chunk, Push  # noqa: E402
 from fuzz.targets.base import Mismatch  # noqa: E402
@@ -33,7 +32,8 @@ def test_adapter_shifting_the_window_by_one_is_caught(kind, tmp_path):
     """The adapter bug of converting a window convention wrongly (builds HF with W+1)."""
     if kind == "dynamic" and compat.info().api == "legacy":
         pytest.skip("4.45 DynamicCache never evicts (the window is the mask's job): caught at model level")
-    res = fuzz_target(HFCacheTarget(kind, window_shift=1, name=f"shifted-{kind}"), CampaignConfig(seconds=30, max_examples=200, campaign_seed=1, seeds_dir=str(tmp_path)))
+    target = HFCacheTarget(kind, window_shift=1, name=f"shifted-{kind}")
+    res = fuzz_target(target, CampaignConfig(seconds=30, max_examples=200, campaign_seed=1, seeds_dir=str(tmp_path)))
     assert res.failures and "Mismatch" in res.failures[0].error
 
 

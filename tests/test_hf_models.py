@@ -5,7 +5,6 @@ import pytest
 pytest.importorskip("transformers")
 
 from fuzz.campaign import fuzz_target  # noqa: E402
-
 from fuzz.config import CampaignConfig  # noqa: E402
 from fuzz.ops import Case, Chunk, Push, Reset  # noqa: E402
 from fuzz.targets.base import Mismatch  # noqa: E402

@@ -8,6 +8,7 @@ import pytest
 
 from fuzz.oracle import payloads
 from impl import ring as R
+from tests.support.ring import ring_state
 
 pytest.importorskip("impl._ringkv", reason="impl._ringkv is not built (pip install -e .)")
 
@@ -15,11 +16,6 @@ pytest.importorskip("impl._ringkv", reason="impl._ringkv is not built (pip insta
 def _arrays(first, n, width=4, epoch=0):
     pos = np.arange(first, first + n, dtype=np.int64)
     return (pos, *payloads(epoch, pos, width))
-
-
-def _state(r):
-    pos, k, v = r.read()
-    return (len(r), r.next_position(), r.window, r.checksum(), pos.tolist(), k.tobytes(), v.tobytes())
 
 
 def test_arrays_and_tuples_give_the_same_ring():
@@ -30,7 +26,7 @@ def test_arrays_and_tuples_give_the_same_ring():
         pos, keys, vals = _arrays(first, n)
         a.push_arrays(pos, keys, vals)
         b.push_chunk([(int(p), keys[i], vals[i]) for i, p in enumerate(pos)])
-        assert _state(a) == _state(b)
+        assert ring_state(a) == ring_state(b)
     got = a.read_arrays()
     want = a.read()
     assert all(np.array_equal(x, y) for x, y in zip(got, want))
@@ -52,37 +48,37 @@ def test_push_arrays_rejects_non_consecutive_positions_and_changes_nothing():
     r = R.CRing(4)
     r.reset(5)
     r.push_arrays(*_arrays(0, 7))
-    before = _state(r)
+    before = ring_state(r)
     pos, keys, vals = _arrays(7, 3)
     pos[2] = 11
     with pytest.raises(R.PositionError, match="entry 2 has position 11, expected 9"):
         r.push_arrays(pos, keys, vals)
     with pytest.raises(R.PositionError, match="next position is 7"):
         r.push_arrays(*_arrays(8, 2))
-    assert _state(r) == before
+    assert ring_state(r) == before
 
 
 def test_push_arrays_rejects_the_wrong_width_and_changes_nothing():
     r = R.CRing(4)
     r.reset(5)
-    before = _state(r)
+    before = ring_state(r)
     pos, keys, vals = _arrays(0, 2, width=3)
     with pytest.raises(R.WidthError, match=r"keys has shape \(2, 3\), want \(2, 4\)"):
         r.push_arrays(pos, keys, vals)
-    assert _state(r) == before
+    assert ring_state(r) == before
 
 
 def test_read_into_too_small_names_the_count_and_changes_nothing():
     r = R.CRing(4)
     r.reset(5)
     r.push_arrays(*_arrays(0, 7))
-    before = _state(r)
+    before = ring_state(r)
     small = (np.empty(4, np.int64), np.empty((4, 4), np.float32), np.empty((4, 4), np.float32))
     with pytest.raises(R.CapacityError, match=r"capacity 4 \(the cache holds 5 entries\)"):
         r.read_into(*small)
     with pytest.raises(R.CapacityError, match="float32"):
         r.read_into(np.empty(5, np.int64), np.empty((5, 4), np.float64), np.empty((5, 4), np.float32))
-    assert _state(r) == before
+    assert ring_state(r) == before
 
 
 def test_read_arrays_sees_a_cache_larger_than_its_buffers():

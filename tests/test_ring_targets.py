@@ -35,7 +35,8 @@ def test_ring_c_is_registered_and_available():
 
 
 def test_ring_c_campaign_passes(tmp_path):
-    res = fuzz_target(registry.resolve("ring-c"), CampaignConfig(seconds=30, max_examples=150, campaign_seed=4, seeds_dir=str(tmp_path)))
+    res = fuzz_target(registry.resolve("ring-c"), CampaignConfig(seconds=30, max_examples=150, campaign_seed=4,
+                                                                 seeds_dir=str(tmp_path)))
     assert not res.failures, res.failures
     assert res.examples == 150 and res.tokens > 1000
     assert all(res.phases[p] > 0 for p in ("first-eviction", "chunk>W", "after-reset")), res.phases
@@ -65,7 +66,8 @@ def test_state_machine_catches_broken_copy(tmp_path):
 @needs_cc
 def test_campaign_catches_broken_copy(tmp_path):
     lib = compile_ring_library(tmp_path / "libbroken.so", replace=BROKEN_CHUNK)
-    res = fuzz_target(registry.resolve(f"c:{lib}"), CampaignConfig(seconds=20, campaign_seed=6, seeds_dir=str(tmp_path / "seeds")))
+    res = fuzz_target(registry.resolve(f"c:{lib}"), CampaignConfig(seconds=20, campaign_seed=6,
+                                                                   seeds_dir=str(tmp_path / "seeds")))
     assert res.failures and "Mismatch" in res.failures[0].error, res.failures
     assert "chunk" in res.failures[0].case.text  # the shrunk case needs a chunk of >= W entries
 

@@ -7,6 +7,7 @@ import pytest
 from fuzz import seeds
 from fuzz.cli import main
 from fuzz.ops import Case, Push
+from tests.support.caches import BUGGY
 
 
 def run(capsys, *argv):
@@ -95,6 +96,6 @@ def test_replay_ok_and_window_too_wide_exit_2(tmp_path, capsys):
 def test_replay_finds_bug_exit_1(tmp_path, capsys):
     s = seeds.Seed(Case(2, [Push()] * 3))
     path, _ = seeds.save_seed(s, tmp_path)
-    rc, out, _ = run(capsys, "replay", str(path), "--target", "py:tests.test_campaign_pyring:ReadsFromSlotZero")
+    rc, out, _ = run(capsys, "replay", str(path), "--target", BUGGY)
     assert rc == 1 and "FAILED" in out
     assert json.loads(path.read_text())["id"] == s.id

@@ -20,7 +20,7 @@ takes any pair.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 

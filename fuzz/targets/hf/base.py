@@ -7,7 +7,7 @@ The cache-layer targets are :mod:`fuzz.targets.hf.caches`, the model targets
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional
 
 from hypothesis import reject
 from hypothesis.control import currently_in_test_context

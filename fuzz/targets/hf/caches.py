@@ -17,7 +17,7 @@ unless ``strict=True`` (:class:`fuzz.targets.hf.base.HFTarget`).
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional
 
 from fuzz.ops import Case, Op, Reset
 from fuzz.oracle import PAYLOAD_WIDTH, SpecStream

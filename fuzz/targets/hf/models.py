@@ -39,7 +39,7 @@ moves logits by 1e-2 .. 1 with these weights (see ``tests/test_hf_models.py``).
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
