@@ -19,10 +19,9 @@ import threading
 from pathlib import Path
 from typing import Any, Sequence
 
+from impl._ring_build import CSRC
 from impl.errors import Unavailable
 
-ROOT = Path(__file__).resolve().parent.parent
-CSRC = ROOT / "csrc"
 HEADER = CSRC / "ringkv_cuda.h"
 SOURCES = (CSRC / "ringkv_cuda.cu", HEADER, CSRC / "ringkv_index.h")
 DEFAULT_LIB = CSRC / "build" / "libringkv_cuda.so"
@@ -146,7 +145,7 @@ def build(force: bool = False, archs: Sequence[str] | None = None, verbose: bool
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".so.tmp")
     cmd = compile_command(nvcc, tmp, archs)
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=CSRC.parent, capture_output=True, text=True)
     if verbose or proc.returncode != 0:
         print(" ".join(cmd))
         print(proc.stdout + proc.stderr)

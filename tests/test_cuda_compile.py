@@ -24,7 +24,7 @@ def compiled(tmp_path_factory) -> Path:
     """``libringkv_cuda.so`` compiled for sm_80 + sm_90 with -Werror (host and device)."""
     out = tmp_path_factory.mktemp("cuda") / "libringkv_cuda_check.so"
     proc = subprocess.run(cuda_ring.compile_command(NVCC, out, ARCHS, werror=True, ptx=False),
-                          cwd=cuda_ring.ROOT, capture_output=True, text=True, timeout=600)
+                          cwd=cuda_ring.CSRC.parent, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"nvcc failed:\n{proc.stdout}\n{proc.stderr}"
     assert "warning" not in (proc.stdout + proc.stderr).lower(), proc.stdout + proc.stderr
     return out
