@@ -4,7 +4,7 @@ Every worker runs the whole target list with the same time budget and its own
 derived Hypothesis seed; all of them share one example database (a directory,
 or a Redis server via ``redis://`` so several machines pool what they find).
 Workers stream progress snapshots to the parent, which merges them per target:
-examples, steps and phase counts add up, rates are totals over wall time, and
+examples, tokens and phase counts add up, rates are totals over wall time, and
 failures are de-duplicated by seed id (seed ids are content hashes, so two
 workers that shrink to the same case save one file).
 

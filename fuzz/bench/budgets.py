@@ -25,9 +25,9 @@ class Budget:
     #: mutants to run (``None``: the whole catalogue) and how many repeats of the kill table
     mutant_only: tuple[str, ...] | None
     mutant_repeats: int
-    #: decoder benchmark: window, and decode steps timed per t
+    #: decoder benchmark: window, and single-token decodes timed per t
     decode_window: int
-    decode_steps: int
+    decode_tokens: int
     gpu_iters: int
     #: the peer comparison: windows, and seconds per side, window and repeat
     peer_windows: tuple[int, ...] = (8, 16, 64)
@@ -39,13 +39,13 @@ BUDGETS = {
     "smoke": Budget("smoke", repeats=2, windows=(8, 64), stateful_s=0.25, bulk_n=2_000, bulk_width=16,
                     extra_targets=(), mutant_s=0.5, mutant_max_examples=200,
                     mutant_only=("ring-keeps-W+1", "ring-position-is-slot", "c-len-W+1"), mutant_repeats=2,
-                    decode_window=8, decode_steps=2, gpu_iters=2, peer_windows=(8,), peer_s=0.25),
+                    decode_window=8, decode_tokens=2, gpu_iters=2, peer_windows=(8,), peer_s=0.25),
     "quick": Budget("quick", repeats=3, windows=(8, 64, 512), stateful_s=0.7, bulk_n=20_000, bulk_width=16,
                     extra_targets=("decoder",), mutant_s=1.5, mutant_max_examples=2_000,
                     mutant_only=None, mutant_repeats=3,
-                    decode_window=32, decode_steps=16, gpu_iters=10, peer_s=0.5),
+                    decode_window=32, decode_tokens=16, gpu_iters=10, peer_s=0.5),
     "full": Budget("full", repeats=5, windows=(8, 16, 64, 512), stateful_s=2.0, bulk_n=200_000,
                    bulk_width=16, extra_targets=None, mutant_s=8.0, mutant_max_examples=20_000,
                    mutant_only=None, mutant_repeats=5,
-                   decode_window=64, decode_steps=32, gpu_iters=50, peer_s=3.0),
+                   decode_window=64, decode_tokens=32, gpu_iters=50, peer_s=3.0),
 }

@@ -36,14 +36,14 @@ def kv_formula_bytes(config: DecoderConfig, window: int) -> int:
     return 2 * config.layers * config.n_kv_heads * config.head_dim * window * config.torch_dtype.itemsize
 
 
-def measure_decode(window: int = 64, ts: Sequence[int] | None = None, steps: int = 16, seed: int = 0,
+def measure_decode(window: int = 64, ts: Sequence[int] | None = None, tokens: int = 16, seed: int = 0,
                    repeats: int = 3, device: str = "cpu", dtype: str = "float32",
                    config: DecoderConfig | None = None, full: bool = True,
                    backend: str = "torch", threads: int | None = 1) -> dict[str, Any]:
     """Per-token decode time at each ``t`` in ``ts`` (default ``W, 4W, 16W``).
 
     For each ``t``: prefill ``t`` tokens into a fresh ring cache, then time
-    ``steps`` single-token decodes (``ring_s``: median seconds per token over
+    ``tokens`` single-token decodes (``ring_s``: median seconds per token over
     ``repeats`` rounds); time a full forward over ``t + 1`` tokens, which is
     what recomputing without a cache costs per token (``full_s``, median over
     ``repeats``). ``kv_bytes`` is the K/V storage the cache holds at ``t``;
@@ -56,10 +56,10 @@ def measure_decode(window: int = 64, ts: Sequence[int] | None = None, steps: int
     "full_ratio_last_over_first", "ring_goal", "ring_goal_met", "kv_matches_formula"}``.
     """
     with torch_threads(threads):
-        return _measure(window, ts, steps, seed, repeats, device, dtype, config, full, backend)
+        return _measure(window, ts, tokens, seed, repeats, device, dtype, config, full, backend)
 
 
-def _measure(window, ts, steps, seed, repeats, device, dtype, config, full, backend) -> dict[str, Any]:
+def _measure(window, ts, tokens, seed, repeats, device, dtype, config, full, backend) -> dict[str, Any]:
     base = config if config is not None else BENCH_CONFIG
     from dataclasses import replace
 
@@ -68,7 +68,7 @@ def _measure(window, ts, steps, seed, repeats, device, dtype, config, full, back
     dev = model.device
     ts = list(ts) if ts is not None else [window, 4 * window, 16 * window]
     g = torch.Generator().manual_seed(seed)
-    longest = max(ts) + steps + 1
+    longest = max(ts) + tokens + 1
     stream = torch.randint(0, cfg.vocab, (longest,), generator=g).tolist()
     formula = kv_formula_bytes(cfg, window)
 
@@ -91,10 +91,10 @@ def _measure(window, ts, steps, seed, repeats, device, dtype, config, full, back
             kv = cache.kv_bytes()
             _sync(dev)
             t0 = time.perf_counter()
-            for i in range(steps):
+            for i in range(tokens):
                 model.decode(cache, stream[t + i])
             _sync(dev)
-            rounds.append((time.perf_counter() - t0) / steps)
+            rounds.append((time.perf_counter() - t0) / tokens)
         full_s = None
         if full:
             fr = []
@@ -116,7 +116,7 @@ def _measure(window, ts, steps, seed, repeats, device, dtype, config, full, back
         "device": str(dev),
         "backend": backend,
         "threads": torch.get_num_threads(),
-        "steps": steps,
+        "tokens": tokens,
         "repeats": repeats,
         "points": points,
         "ring_ratio_last_over_first": ring_ratio,
@@ -149,11 +149,11 @@ if __name__ == "__main__":  # python -m fuzz.bench.decode
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--window", type=int, default=64)
-    ap.add_argument("--steps", type=int, default=32)
+    ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--backend", default="torch")
     a = ap.parse_args()
-    print(format_report(measure_decode(window=a.window, steps=a.steps, repeats=a.repeats, device=a.device,
+    print(format_report(measure_decode(window=a.window, tokens=a.tokens, repeats=a.repeats, device=a.device,
                                        dtype=a.dtype, backend=a.backend)))

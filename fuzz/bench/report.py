@@ -121,7 +121,7 @@ def render_markdown(rep: dict) -> str:
         L += [f"{_na(s)}", ""]
     else:
         c = s.get("config") or {}
-        L += [f"Window W = {s['window']}; t = W/2, W, 4W, 16W; `{s['function']}` with {s['steps']} timed "
+        L += [f"Window W = {s['window']}; t = W/2, W, 4W, 16W; `{s['function']}` with {s['tokens']} timed "
               f"single-token decodes per t and repeat (ring), one full forward over t + 1 tokens (full "
               f"recompute). Model: {c.get('layers')} layers, d_model {c.get('d_model')}, "
               f"{c.get('n_heads')} query / {c.get('n_kv_heads')} KV heads, head_dim {c.get('head_dim')}, "

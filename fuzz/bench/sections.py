@@ -256,18 +256,18 @@ def section_decode(b: Budget, log: Callable[[str], None]) -> dict[str, Any]:
     ts = [max(1, w // 2), w, 4 * w, 16 * w]  # W/2: the cache is still filling
     reps, reps_c, c_status = [], [], "ok"
     for rep in range(b.repeats):
-        r = plain(measure(window=w, ts=ts, steps=b.decode_steps, seed=rep, repeats=3, backend="torch"))
+        r = plain(measure(window=w, ts=ts, tokens=b.decode_tokens, seed=rep, repeats=3, backend="torch"))
         reps.append(r)
         if c_status == "ok":  # the same decode with the cache stored in the C ring (impl.ring.CRing)
             try:
-                reps_c.append(plain(measure(window=w, ts=ts, steps=b.decode_steps, seed=rep, repeats=3,
+                reps_c.append(plain(measure(window=w, ts=ts, tokens=b.decode_tokens, seed=rep, repeats=3,
                                              backend="c", full=False)))
             except Exception as e:  # noqa: BLE001
                 c_status, reps_c = f"not available: {type(e).__name__}: {e}", []
         log(f"  decode repeat {rep + 1}/{b.repeats} done")
     return {"status": "ok", "function": DECODE_FN, "window": w, "ts": ts, "repeats": reps, "repeats_c_backend": reps_c,
             "c_backend": c_status,
-            "config": reps[0].get("config") if reps else None, "steps": b.decode_steps,
+            "config": reps[0].get("config") if reps else None, "tokens": b.decode_tokens,
             **_summarise_decode(reps, w, ts, reps_c)}
 
 

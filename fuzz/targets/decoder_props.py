@@ -119,12 +119,12 @@ def check_chunks(model: Decoder, tokens: Sequence[int], schedule: Sequence[int],
     return None
 
 
-def check_greedy(model: Decoder, prompt: Sequence[int], steps: int, chunk: int | None = None,
+def check_greedy(model: Decoder, prompt: Sequence[int], new_tokens: int, chunk: int | None = None,
                  cache: RingKVCache | None = None) -> str | None:
     """Property 3: greedy tokens with the cache equal greedy tokens by full recompute."""
     cache = cache if cache is not None else model.new_cache()
-    got = model.generate(cache, list(prompt), steps, chunk)
-    want = model.generate_full(list(prompt), steps, cache.windows)
+    got = model.generate(cache, list(prompt), new_tokens, chunk)
+    want = model.generate_full(list(prompt), new_tokens, cache.windows)
     if got == want:
         return None
     i = next(j for j, (a, b) in enumerate(zip(got, want)) if a != b)
@@ -245,10 +245,10 @@ def run_greedy_property(max_examples: int = 30, *, model_cls: type = Decoder,
         config = data.draw(cfgs, label="config")
         w = stream_window(config)
         prompt = data.draw(st.lists(st.integers(0, config.vocab - 1), min_size=1, max_size=2 * w + 3), label="prompt")
-        steps = data.draw(st.integers(1, 2 * w + 3), label="steps")
+        new_tokens = data.draw(st.integers(1, 2 * w + 3), label="new tokens")
         chunk = data.draw(st.one_of(st.none(), st.integers(1, w + 2)), label="chunk")
         model = build(model_cls, cache_cls, config)
-        diff = check_greedy(model, prompt, steps, chunk)
+        diff = check_greedy(model, prompt, new_tokens, chunk)
         assert diff is None, diff
 
     with torch_threads(1):

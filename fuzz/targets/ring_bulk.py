@@ -30,12 +30,6 @@ class BulkMismatch(AssertionError):
     """The ring disagreed with the bulk mirror; the message names the window, the step and both rows."""
 
 
-def _payloads(epoch: int, first: int, n: int, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`fuzz.oracle.payloads` of positions ``first .. first+n-1``: what the op loop pushes,
-    so a bulk failure replays as an ordinary op list."""
-    return payloads(epoch, np.arange(first, first + n, dtype=np.int64), width)
-
-
 def entry_hashes(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
     """``uint64[n]``: ringkv.h's ``h(e) = sum_j (2j+1)(K1 kbits_j + K2 vbits_j) mod 2^64`` per row.
 
@@ -173,7 +167,7 @@ def check_trace(w: int, n: int, *, width: int = 16, epoch: int = 0, ring=None,
     start = time.perf_counter()
     a = 0
     for m in segments:
-        keys, vals = _payloads(epoch, a, m, width)
+        keys, vals = payloads(epoch, np.arange(a, a + m, dtype=np.int64), width)
         want = exp.checksums(entry_hashes(keys, vals), a)
         sums = np.empty(m, dtype=np.uint64)
         kp = ffi.cast("float *", keys.ctypes.data)
@@ -203,6 +197,6 @@ def _check_contents(ring, exp: _Expect, n: int, epoch: int, width: int) -> None:
     want = want[want != PAD]
     if not np.array_equal(pos, want):
         raise BulkMismatch(f"W={w}: after {n} pushes read() gives {_row(pos)}, spec {_row(want)}")
-    wk, wv = _payloads(epoch, int(want[0]) if want.size else 0, want.size, width)
+    wk, wv = payloads(epoch, want, width)
     if not (np.array_equal(keys, wk) and np.array_equal(vals, wv)):
         raise BulkMismatch(f"W={w}: after {n} pushes read() payloads differ from the pushed ones")

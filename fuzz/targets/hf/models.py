@@ -110,7 +110,7 @@ class HFModelTarget(HFTarget):
             rng = np.random.default_rng([base, epoch])
             model = self.models.model(w, attn)
             history: list[int] = []
-            steps: list[tuple[int, Op, list[int], torch.Tensor]] = []  # (op index, op, positions, logits)
+            logit_rows: list[tuple[int, Op, list[int], torch.Tensor]] = []  # (op index, op, positions, logits)
             snaps: list[tuple[int, Op, int, dict]] = []  # (op index, op, tokens fed, stored keys)
             cache = self.models.new_cache(model, total)
             fed = 0
@@ -126,7 +126,7 @@ class HFModelTarget(HFTarget):
                                                      f"{fed} (W={w}) raised {type(e).__name__}: {e}") from e
                 cache = cache2 if cache is None else cache
                 positions = list(range(start, len(history)))
-                steps.append((i, op, positions, logits[-len(positions):]))
+                logit_rows.append((i, op, positions, logits[-len(positions):]))
                 fed = len(history)
                 snaps.append((i, op, fed, self.models.stored_keys(cache)))
 
@@ -174,15 +174,15 @@ class HFModelTarget(HFTarget):
                         history.extend(new)
                         fed = len(history) - 1  # the last generated token is not fed back yet
                         for s, (si, sop) in enumerate(pushes):
-                            steps.append((si, sop, [prompt_len - 1 + s], logits[s:s + 1]))
+                            logit_rows.append((si, sop, [prompt_len - 1 + s], logits[s:s + 1]))
                         snaps.append((gi, gop, fed, self.models.stored_keys(cache)))
                         j = end
                     else:
                         raise AssertionError(f"{tag} push at op #{i} neither starts a prompt nor follows one: "
                                              "it would go unchecked")
-            self._check(w, history, steps, snaps, tag, attn)
+            self._check(w, history, logit_rows, snaps, tag, attn)
 
-    def _check(self, w: int, history: list[int], steps, snaps, tag: str, attn: str) -> None:
+    def _check(self, w: int, history: list[int], logit_rows, snaps, tag: str, attn: str) -> None:
         spec = reference.ref_spec(self.arch, self.models.first_config(), w)
         if self.arch == "gemma2" and attn == "sdpa" and self.info.api == "legacy":
             # 4.45.2 Gemma2SdpaAttention (modeling_gemma2.py lines 389-470) never applies
@@ -190,7 +190,7 @@ class HFModelTarget(HFTarget):
             # docs say so (line 681). That is its documented convention, so the reference drops it too.
             spec.attn_softcap = None
         ref_logits, ref_keys = reference.forward(spec, self.state, history)
-        events = [(i, 0, op, ("logits", pos, lg)) for i, op, pos, lg in steps]
+        events = [(i, 0, op, ("logits", pos, lg)) for i, op, pos, lg in logit_rows]
         events += [(i, 1, op, ("keys", fed, ks)) for i, op, fed, ks in snaps]
         for i, _, op, ev in sorted(events, key=lambda e: (e[0], e[1])):
             if ev[0] == "logits":
