@@ -1,7 +1,7 @@
 """The written-up disagreements (docs/findings/) still reproduce on the installed transformers.
 
 If one of these starts passing, transformers changed: update the finding, its
-predicate in fuzz/hf_findings.py, and the supported-range note.
+predicate in fuzz/targets/hf/findings.py, and the supported-range note.
 """
 
 import pytest

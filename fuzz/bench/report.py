@@ -45,8 +45,9 @@ def render_markdown(rep: dict) -> str:
     if _na(s):
         L += [f"{_na(s)}", ""]
     else:
-        L += ["Stateful: a Hypothesis campaign (`fuzz.campaign.fuzz_target`) starting at window W, contents "
-              "checked against pyspec after every op. Bulk: one C trace call per stream, checked against "
+        L += [f"Stateful: the ordinary campaign (`{s['stateful']['function']}`: boundary tours, then cases "
+              "starting at window W, resets at or below it), contents checked against pyspec after every op. "
+              "Bulk: one C trace call per stream, checked against "
               "`pyspec.bulk`. " + (f"Bulk: {s['bulk']['status']}." if s['bulk']['status'] != 'ok' else ""), "",
               "| target | mode | W | tokens/s (median) | min–max | examples/s (median) | tokens measured |",
               "|---|---|---:|---:|---:|---:|---:|"]

@@ -5,7 +5,7 @@ The decoder properties (``fuzz.targets.decoder_props``) and the campaign target
 ``decoder`` (``fuzz.targets.decoder``) must fail on every one of them;
 ``tests/test_decoder_mutants.py`` asserts that. The mutant catalogue
 (:mod:`impl.mutants.catalogue`) lists them; the harness wraps them as targets
-(:func:`fuzz.killtable.make_target`, through ``fuzz.targets.decoder.make_decoder(mutant=NAME)``,
+(:func:`fuzz.targets.mutants.mutant_target`, through ``fuzz.targets.decoder.make_decoder(mutant=NAME)``,
 or ``DecoderTarget(model_cls=m.model_cls, cache_cls=m.cache_cls)``).
 
 Each mutant needs a config that can show its bug: ``cache-length-position``
