@@ -12,11 +12,14 @@ from typing import Any
 
 from fuzz.ops import Case
 from fuzz.oracle import PHASES
+from fuzz.targets.base import MISMATCH
 
 
 @dataclass
 class Failure:
-    """One bug a campaign found: the error, the shrunk case and where its seed lives."""
+    """One bug a campaign found: the error, the shrunk case and where its seed lives.
+
+    ``kind`` is one of :data:`fuzz.targets.base.FINDINGS` (``mismatch`` or ``crash``)."""
 
     target: str
     error: str
@@ -25,16 +28,17 @@ class Failure:
     seed_path: str | None = None
     replay: str | None = None
     created: bool = True
+    kind: str = MISMATCH
 
     def to_json(self) -> dict[str, Any]:
-        return {"target": self.target, "error": self.error, "case": self.case.to_json(),
+        return {"target": self.target, "kind": self.kind, "error": self.error, "case": self.case.to_json(),
                 "seed_id": self.seed_id, "seed_path": self.seed_path, "replay": self.replay,
                 "created": self.created}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Failure":
         return cls(d["target"], d["error"], Case.from_json(d["case"]), d.get("seed_id"), d.get("seed_path"),
-                   d.get("replay"), d.get("created", True))
+                   d.get("replay"), d.get("created", True), d.get("kind", MISMATCH))
 
 
 @dataclass

@@ -1,8 +1,17 @@
-"""What every target is: the :class:`Target` a campaign drives, the :class:`Mismatch` it raises, and
-the usage error :class:`TargetError` a ``--target`` value that names no usable target raises.
+"""What every target is: the :class:`Target` a campaign drives, the outcomes it raises, and the
+usage error :class:`TargetError` a ``--target`` value that names no usable target raises.
 
-A :class:`Target` runs one test case — a window and an op list — and raises
-:class:`Mismatch` at the first op after which it disagrees with the oracle.
+A :class:`Target` runs one test case — a window and an op list — and raises at the
+first op that goes wrong. The exception says which of DESIGN §4's outcomes it is:
+
+* :class:`Mismatch` — contents or logits differ from the spec (a finding);
+* :class:`Crash` — the implementation under test died, aborted, timed out, or raised
+  on a spec-valid op (a finding);
+* :class:`HarnessFault` — the harness itself failed: database, filesystem, adapter
+  setup, an unsupported third-party release (never a seed, exit 3).
+
+Findings are saved as seeds and make a campaign exit 1; a harness fault is not
+evidence about the implementation, so saving it as a seed would be a false bug report.
 """
 
 from __future__ import annotations
@@ -27,6 +36,45 @@ class Mismatch(AssertionError):
         self.target, self.index, self.op, self.detail = target, index, op, detail
         where = "after reset" if op is None else f"after op #{index} ({op.text})"
         super().__init__(f"{target}: {where}: {detail}")
+
+
+#: Failure kinds, as reports and :class:`fuzz.results.Failure` name them.
+MISMATCH, CRASH, HARNESS = "mismatch", "crash", "harness"
+#: The kinds that are findings (saved as seeds, exit 1).
+FINDINGS = (MISMATCH, CRASH)
+
+
+class Crash(Exception):
+    """The implementation under test died (a signal, an abort), timed out, broke a memory limit, or
+    raised on a spec-valid op. ``index``/``op`` name the op that was running (``-1``/``None``: the
+    reset that starts the case); ``signal`` is the signal's name when the process died of one."""
+
+    def __init__(self, target: str, index: int, op: Op | None, detail: str, *, signal: str | None = None):
+        self.target, self.index, self.op, self.detail, self.signal = target, index, op, detail, signal
+        where = "at the opening reset" if op is None else f"at op #{index} ({op.text})"
+        super().__init__(f"{target}: {signal + ' ' if signal else ''}{where}: {detail}")
+
+
+class HarnessFault(Exception):
+    """The harness failed, not the implementation: an example database that went away, an unwritable
+    output, an adapter that cannot drive the installed third-party release. ``reason`` is one line."""
+
+    def __init__(self, target: str, reason: str):
+        self.target, self.reason = target, reason
+        super().__init__(f"{target}: harness fault: {reason}")
+
+
+def failure_kind(error: BaseException) -> str:
+    """The outcome an exception raised by :meth:`Target.run` stands for.
+
+    A target that cannot tell where an exception came from raises it unclassified;
+    such an exception counts as a crash of the implementation (the conservative
+    reading: a finding is shown and can be replayed, a harness fault is not kept)."""
+    if isinstance(error, HarnessFault):
+        return HARNESS
+    if isinstance(error, Mismatch):
+        return MISMATCH
+    return CRASH
 
 
 @dataclass
