@@ -133,10 +133,13 @@ theorem filter_inWindow_eq_lastWindow {κ : Type} (w : Nat) (hs : List (Entry κ
     intro p _ hp
     constructor
     · intro hd
-      have hi : p ≤ hs.length - 1 ∧ hs.length - 1 < p + w := of_decide_eq_true hd
+      have hin : inWindow w (hs.length - 1) p := of_decide_eq_true hd
+      have hi : p ≤ hs.length - 1 ∧ hs.length - 1 < p + w := hin
       omega
     · intro hc
-      exact decide_eq_true (⟨by omega, by omega⟩ : p ≤ hs.length - 1 ∧ hs.length - 1 < p + w)
+      have hin : inWindow w (hs.length - 1) p :=
+        (⟨by omega, by omega⟩ : p ≤ hs.length - 1 ∧ hs.length - 1 < p + w)
+      exact decide_eq_true hin
   have key := filter_drop_of_threshold (fun p => decide (inWindow w (hs.length - 1) p))
     (hs.length - w) hs 0 h hf
   have e : hs.length - w - 0 = hs.length - w := by omega
@@ -199,10 +202,12 @@ theorem chunk_attention_eq {κ : Type} (w : Nat) (hs ys : List (Entry κ))
     intro p _ hp
     constructor
     · intro hd
-      have hin : p ≤ t ∧ t < p + w := of_decide_eq_true hd
+      have hin : inWindow w t p := of_decide_eq_true hd
+      have hin' : p ≤ t ∧ t < p + w := hin
       omega
     · intro hc
-      exact decide_eq_true (⟨by omega, by omega⟩ : p ≤ t ∧ t < p + w)
+      have hin : inWindow w t p := (⟨by omega, by omega⟩ : p ≤ t ∧ t < p + w)
+      exact decide_eq_true hin
   have hprefix := filter_drop_of_threshold (fun p => decide (inWindow w t p)) (t + 1 - w)
     ((hs ++ ys).take (t + 1)) 0 (positions_take (hs ++ ys) (t + 1) h hk) hthr
   have e6 : t + 1 - w - 0 = ((hs ++ ys).take (t + 1)).length - w := by omega

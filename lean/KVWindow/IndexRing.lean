@@ -178,10 +178,12 @@ theorem rkv_in_window_iff (w t p : Nat) : rkv_in_window w t p = true ↔ inWindo
   constructor
   · intro h
     have h' : decide (p ≤ t ∧ t < p + w) = true := h
-    exact of_decide_eq_true h'
+    have h'' : p ≤ t ∧ t < p + w := of_decide_eq_true h'
+    exact h''
   · intro h
     have h' : p ≤ t ∧ t < p + w := h
-    exact decide_eq_true h'
+    have h'' : decide (p ≤ t ∧ t < p + w) = true := decide_eq_true h'
+    exact h''
 
 /-- The splits of `rkv_split_range` (`nsplit = m + 1 ≥ 1`) are ranges inside `[0, len)`,
 each starts where the previous one ends, the first starts at 0 and the last ends at
