@@ -40,6 +40,13 @@ theorem mod_self_lt (x w : Nat) (h : x < w) : x % w = x := by
   | exact Nat.mod_eq_of_lt h
   | (simp only [Nat.mod_eq_of_lt h])
 
+/-- `0 % w = 0` for every `w` (`w = 0` by evaluation, `w > 0` by `mod_self_lt`), so no
+proof needs `0 % w` to reduce by `rfl`. -/
+theorem zero_mod' (w : Nat) : 0 % w = 0 := by
+  cases w with
+  | zero => first | rfl | decide
+  | succ m => exact mod_self_lt 0 (m + 1) (by omega)
+
 theorem add_mod_self (x w : Nat) : (x + w) % w = x % w := by
   first
   | exact Nat.add_mod_right x w
@@ -59,19 +66,29 @@ theorem div_add_mod' (x k : Nat) : k * (x / k) + x % k = x := by
 
 /-! ## `*` (own proofs: `Nat.mul` recurses on its second argument) -/
 
+/-- `n * (m + 1) = n * m + n`: one unfolding of `Nat.mul` (core's `Nat.mul_succ` is the
+same `rfl`; it is the fallback). -/
+theorem mul_succ' (n m : Nat) : n * (m + 1) = n * m + n := by
+  first
+  | rfl
+  | exact Nat.mul_succ ..
+
 theorem succ_mul' (j m : Nat) : (j + 1) * m = j * m + m := by
   induction m with
-  | zero => rfl
+  | zero =>
+    have e1 : (j + 1) * 0 = 0 := by first | rfl | exact Nat.mul_zero ..
+    have e2 : j * 0 = 0 := by first | rfl | exact Nat.mul_zero ..
+    omega
   | succ m ih =>
-    have e1 : (j + 1) * (m + 1) = (j + 1) * m + (j + 1) := rfl
-    have e2 : j * (m + 1) = j * m + j := rfl
+    have e1 := mul_succ' (j + 1) m
+    have e2 := mul_succ' j m
     omega
 
 theorem zero_mul' (m : Nat) : 0 * m = 0 := by
   induction m with
-  | zero => rfl
+  | zero => first | rfl | exact Nat.mul_zero ..
   | succ m ih =>
-    have e : 0 * (m + 1) = 0 * m + 0 := rfl
+    have e := mul_succ' 0 m
     omega
 
 /-! ## Windows of fewer than `w` consecutive numbers (own proofs from the four above) -/
