@@ -386,7 +386,10 @@ theorem nthOpt_map_eq_some {α β : Type} (f : α → β) :
       ∃ a, nthOpt l i = some a ∧ f a = b
   | [], _, b, h => by
     have h' : (none : Option β) = some b := h
-    cases h'
+    first
+    | cases h'
+    | exact Option.noConfusion h'
+    | exact absurd h' (fun hc => Option.noConfusion hc)
   | a :: _, 0, b, h => by
     have h' : some (f a) = some b := h
     exact ⟨a, rfl, Option.some.inj h'⟩
@@ -397,7 +400,10 @@ theorem nthOpt_map_some {α : Type} :
     ∀ (l : List α) (i : Nat) (o : Option α), nthOpt (l.map some) i = some o → nthOpt l i = o
   | [], _, o, h => by
     have h' : (none : Option (Option α)) = some o := h
-    cases h'
+    first
+    | cases h'
+    | exact Option.noConfusion h'
+    | exact absurd h' (fun hc => Option.noConfusion hc)
   | a :: _, 0, o, h => by
     have h' : some (some a) = some o := h
     exact Option.some.inj h'
