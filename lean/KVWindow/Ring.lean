@@ -208,7 +208,10 @@ theorem readsOf_push_full {α : Type} (buf : List (Option α)) (m h : Nat) (x : 
         slotRead buf (m + 1) h 0 :: (natsFrom 1 m).map (slotRead buf (m + 1) h) ∧
       readsOf (setSlot buf h (some x)) (m + 1) ((h + 1) % (m + 1)) (m + 1) =
         (natsFrom 1 m).map (slotRead buf (m + 1) h) ++ [some x] := by
-  refine ⟨rfl, ?_⟩
+  refine ⟨?_, ?_⟩
+  · first
+    | rfl
+    | (simp only [readsOf, natsFrom, List.map]; done)
   have hshift : (natsFrom 1 m).map (slotRead buf (m + 1) h) =
       (natsFrom 0 m).map (fun i => slotRead buf (m + 1) h (i + 1)) :=
     map_natsFrom_shift (slotRead buf (m + 1) h) 0 m
@@ -474,7 +477,12 @@ theorem foldl_shape {α : Type} (w : Nat) :
       r.head = (k - r.size) % w →
       (xs.foldl Ring.push r).w = w ∧ (xs.foldl Ring.push r).size = min w (k + xs.length) ∧
         (xs.foldl Ring.push r).head = (k + xs.length - (xs.foldl Ring.push r).size) % w
-  | [], _, _, hrw, hs, hh => ⟨hrw, hs, hh⟩
+  | [], r, k, hrw, hs, hh => by
+    have e0 : k + ([] : List α).length = k := rfl
+    have e1 : ([] : List α).foldl Ring.push r = r := rfl
+    first
+    | exact ⟨hrw, hs, hh⟩
+    | (rw [e1, e0]; exact ⟨hrw, hs, hh⟩)
   | x :: xs, r, k, hrw, hs, hh => by
     have hs2 : r.size = min r.w k := by omega
     have hh2 : r.head = (k - r.size) % r.w := by
@@ -496,8 +504,14 @@ theorem foldl_shape {α : Type} (w : Nat) :
 theorem run_shape {α : Type} (w : Nat) (xs : List α) :
     (Ring.run w xs).w = w ∧ (Ring.run w xs).size = min w xs.length ∧
       (Ring.run w xs).head = (xs.length - (Ring.run w xs).size) % w := by
-  have h := foldl_shape w xs (Ring.empty w) 0 rfl
-    (by have e : (Ring.empty w : Ring α).size = 0 := rfl; omega) rfl
+  have hs0 : (Ring.empty w : Ring α).size = min w 0 := by
+    have e : (Ring.empty w : Ring α).size = 0 := rfl
+    omega
+  have hh0 : (Ring.empty w : Ring α).head = (0 - (Ring.empty w : Ring α).size) % w := by
+    calc (Ring.empty w : Ring α).head = 0 := rfl
+      _ = 0 % w := (zero_mod' w).symm
+      _ = (0 - (Ring.empty w : Ring α).size) % w := rfl
+  have h := foldl_shape w xs (Ring.empty w) 0 rfl hs0 hh0
   have e : 0 + xs.length = xs.length := by omega
   rw [e] at h
   exact h
