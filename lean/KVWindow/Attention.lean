@@ -192,10 +192,12 @@ theorem chunk_attention_eq {κ : Type} (w : Nat) (hs ys : List (Entry κ))
     filter_nil_of_false (fun p => decide (inWindow w t p)) _ (t + 1)
       (positions_drop (hs ++ ys) (t + 1) h)
       (fun p h1 _ => by
-        apply decide_eq_false
-        intro hin
-        have hin' : p ≤ t ∧ t < p + w := hin
-        omega)
+        have hn : ¬ inWindow w t p := by
+          intro hin
+          have hin' : p ≤ t ∧ t < p + w := hin
+          omega
+        have hd : decide (inWindow w t p) = false := decide_eq_false hn
+        exact hd)
   -- up to the query, the mask is a threshold on the position
   have hthr : ∀ p, 0 ≤ p → p < 0 + ((hs ++ ys).take (t + 1)).length →
       (decide (inWindow w t p) = true ↔ t + 1 - w ≤ p) := by
@@ -236,10 +238,12 @@ theorem chunk_attention_eq {κ : Type} (w : Nat) (hs ys : List (Entry κ))
     filter_nil_of_false (fun p => decide (inWindow w t p)) _ 0
       (positions_take (hs ++ ys) (hs.length - w) h hd_le)
       (fun p _ h2 => by
-        apply decide_eq_false
-        intro hin
-        have hin' : p ≤ t ∧ t < p + w := hin
-        omega)
+        have hn : ¬ inWindow w t p := by
+          intro hin
+          have hin' : p ≤ t ∧ t < p + w := hin
+          omega
+        have hd : decide (inWindow w t p) = false := decide_eq_false hn
+        exact hd)
   have hcache : lastWindow w hs ++ ys = (hs ++ ys).drop (hs.length - w) := by
     have e0 : hs.length - w - hs.length = 0 := by omega
     calc lastWindow w hs ++ ys = hs.drop (hs.length - w) ++ ys := rfl
