@@ -421,11 +421,12 @@ theorem writeFrom_hit {α : Type} (w : Nat) (hw : 0 < w) :
       exact hne heq.symm
     have h1 := writeFrom_other w ys (writeSlot slots (rkv_slot p w) y) (p + 1)
       (rkv_slot (p + 0) w) hother
+    have hsame : writeSlot slots (rkv_slot p w) y (rkv_slot (p + 0) w) = y :=
+      writeSlot_same slots (rkv_slot p w) (rkv_slot (p + 0) w) y rfl
     calc nthOpt (y :: ys) 0 = some y := rfl
-      _ = some (writeSlot slots (rkv_slot p w) y (rkv_slot (p + 0) w)) := by
-          rw [writeSlot_same slots (rkv_slot p w) (rkv_slot (p + 0) w) y rfl]
-      _ = some (writeFrom w (writeSlot slots (rkv_slot p w) y) (p + 1) ys (rkv_slot (p + 0) w)) := by
-          rw [h1]
+      _ = some (writeSlot slots (rkv_slot p w) y (rkv_slot (p + 0) w)) := congrArg some hsame.symm
+      _ = some (writeFrom w (writeSlot slots (rkv_slot p w) y) (p + 1) ys (rkv_slot (p + 0) w)) :=
+          congrArg some h1.symm
       _ = some (writeFrom w slots p (y :: ys) (rkv_slot (p + 0) w)) := rfl
   | y :: ys, slots, p, i + 1, hlen, hi => by
     have e : (y :: ys).length = ys.length + 1 := rfl
@@ -461,7 +462,10 @@ theorem index_read_lastWindow {α : Type} (w : Nat) (hw : 0 < w) (hs : List α) 
     calc r.read = (natsFrom 0 (rkv_len r.n r.w)).map
           (fun i => r.slots (rkv_logical_slot r.n r.w i)) := rfl
       _ = (natsFrom 0 (lastWindow w hs).length).map
-          (fun i => r.slots (rkv_logical_slot hs.length w i)) := by rw [e, hrn, hrw]
+          (fun i => r.slots (rkv_logical_slot hs.length w i)) := by
+        first
+        | rw [e, hrn, hrw]
+        | (simp only [e, hrn, hrw]; done)
   rw [hread]
   refine map_natsFrom_of_nthOpt (fun i => r.slots (rkv_logical_slot hs.length w i))
     (lastWindow w hs) 0 (fun i hi => ?_)
@@ -494,22 +498,27 @@ theorem holds_push {α : Type} (w : Nat) (hw : 0 < w) (hs : List α) (r : IndexR
   have hslotw : (r.push e).slots = writeSlot r.slots (rkv_slot hs.length w) e := by
     calc (r.push e).slots = writeSlot r.slots (rkv_slot r.n r.w) e := rfl
       _ = writeSlot r.slots (rkv_slot hs.length w) e := by rw [hrn, hrw]
-  rw [hslotw]
+  have hread : writeSlot r.slots (rkv_slot hs.length w) e (rkv_slot p w) =
+      (r.push e).slots (rkv_slot p w) :=
+    congrArg (fun f => f (rkv_slot p w)) hslotw.symm
   by_cases hpn : p = hs.length
-  · have h1 : nthOpt (hs ++ [e]) p = some e := by
-      rw [hpn]
-      exact nthOpt_append_len hs e
+  · have h1 : nthOpt (hs ++ [e]) p = some e :=
+      (congrArg (nthOpt (hs ++ [e])) hpn).trans (nthOpt_append_len hs e)
     have h2 : writeSlot r.slots (rkv_slot hs.length w) e (rkv_slot p w) = e :=
-      writeSlot_same _ _ _ e (by rw [hpn])
-    rw [h1, h2]
+      writeSlot_same _ _ _ e (congrArg (fun q => rkv_slot q w) hpn)
+    calc nthOpt (hs ++ [e]) p = some e := h1
+      _ = some (writeSlot r.slots (rkv_slot hs.length w) e (rkv_slot p w)) := congrArg some h2.symm
+      _ = some ((r.push e).slots (rkv_slot p w)) := congrArg some hread
   · have hp3 : p < hs.length := by omega
     have h1 : nthOpt (hs ++ [e]) p = nthOpt hs p := nthOpt_append_lt hs [e] p hp3
     have hne : ¬ rkv_slot p w = rkv_slot hs.length w :=
       mod_ne_of_lt p hs.length w hw hp3 (by omega)
     have h2 : writeSlot r.slots (rkv_slot hs.length w) e (rkv_slot p w) = r.slots (rkv_slot p w) :=
       writeSlot_ne _ _ _ e hne
-    rw [h1, h2]
-    exact hslots p (by omega) hp3
+    calc nthOpt (hs ++ [e]) p = nthOpt hs p := h1
+      _ = some (r.slots (rkv_slot p w)) := hslots p (by omega) hp3
+      _ = some (writeSlot r.slots (rkv_slot hs.length w) e (rkv_slot p w)) := congrArg some h2.symm
+      _ = some ((r.push e).slots (rkv_slot p w)) := congrArg some hread
 
 /-- One chunk of any length keeps the simulation relation, although only its last
 `min k w` entries are written. -/
@@ -536,7 +545,11 @@ theorem holds_pushChunk {α : Type} (w : Nat) (hw : 0 < w) (hs ys : List α) (r 
             (ys.drop (rkv_chunk_first_kept ys.length w)) := by rw [hrn, hrw]
   refine ⟨hrw, by omega, ?_⟩
   intro p hp1 hp2
-  rw [hslots']
+  have hread : writeFrom w r.slots (hs.length + rkv_chunk_first_kept ys.length w)
+        (ys.drop (rkv_chunk_first_kept ys.length w)) (rkv_slot p w) =
+      (r.pushChunk ys).slots (rkv_slot p w) :=
+    congrArg (fun f => f (rkv_slot p w)) hslots'.symm
+  refine Eq.trans ?_ (congrArg some hread)
   by_cases hnew : hs.length + rkv_chunk_first_kept ys.length w ≤ p
   · -- written by the chunk
     have hi : p - (hs.length + rkv_chunk_first_kept ys.length w) <
@@ -549,7 +562,6 @@ theorem holds_pushChunk {α : Type} (w : Nat) (hw : 0 < w) (hs ys : List α) (r 
         (p - (hs.length + rkv_chunk_first_kept ys.length w)) = p := by omega
     have e2 : hs.length + (rkv_chunk_first_kept ys.length w +
         (p - (hs.length + rkv_chunk_first_kept ys.length w))) = p := by omega
-    rw [e1] at hhit
     have hn1 : nthOpt (ys.drop (rkv_chunk_first_kept ys.length w))
         (p - (hs.length + rkv_chunk_first_kept ys.length w)) =
         nthOpt ys (rkv_chunk_first_kept ys.length w +
@@ -560,8 +572,22 @@ theorem holds_pushChunk {α : Type} (w : Nat) (hw : 0 < w) (hs ys : List α) (r 
         nthOpt ys (rkv_chunk_first_kept ys.length w +
           (p - (hs.length + rkv_chunk_first_kept ys.length w))) :=
       nthOpt_append_right hs ys _
-    rw [e2] at hn2
-    rw [hn2, ← hn1, hhit]
+    calc nthOpt (hs ++ ys) p
+        = nthOpt (hs ++ ys) (hs.length + (rkv_chunk_first_kept ys.length w +
+            (p - (hs.length + rkv_chunk_first_kept ys.length w)))) :=
+          congrArg (nthOpt (hs ++ ys)) e2.symm
+      _ = nthOpt ys (rkv_chunk_first_kept ys.length w +
+            (p - (hs.length + rkv_chunk_first_kept ys.length w))) := hn2
+      _ = nthOpt (ys.drop (rkv_chunk_first_kept ys.length w))
+            (p - (hs.length + rkv_chunk_first_kept ys.length w)) := hn1.symm
+      _ = some (writeFrom w r.slots (hs.length + rkv_chunk_first_kept ys.length w)
+            (ys.drop (rkv_chunk_first_kept ys.length w))
+            (rkv_slot (hs.length + rkv_chunk_first_kept ys.length w +
+              (p - (hs.length + rkv_chunk_first_kept ys.length w))) w)) := hhit
+      _ = some (writeFrom w r.slots (hs.length + rkv_chunk_first_kept ys.length w)
+            (ys.drop (rkv_chunk_first_kept ys.length w)) (rkv_slot p w)) :=
+          congrArg (fun q => some (writeFrom w r.slots (hs.length + rkv_chunk_first_kept ys.length w)
+            (ys.drop (rkv_chunk_first_kept ys.length w)) (rkv_slot q w))) e1
   · -- not written: only when the chunk fits in the window, and then `p` is an old position
     have hf0 : rkv_chunk_first_kept ys.length w = 0 := by omega
     have hp3 : p < hs.length := by omega
@@ -571,8 +597,11 @@ theorem holds_pushChunk {α : Type} (w : Nat) (hw : 0 < w) (hs ys : List α) (r 
       have hne := mod_ne_of_lt p (hs.length + rkv_chunk_first_kept ys.length w + i) w hw
         (by omega) (by omega)
       exact hne heq.symm
-    rw [writeFrom_other w _ r.slots _ (rkv_slot p w) hother, nthOpt_append_lt hs ys p hp3]
-    exact hslots p (by omega) hp3
+    have hkeep := writeFrom_other w _ r.slots _ (rkv_slot p w) hother
+    calc nthOpt (hs ++ ys) p = nthOpt hs p := nthOpt_append_lt hs ys p hp3
+      _ = some (r.slots (rkv_slot p w)) := hslots p (by omega) hp3
+      _ = some (writeFrom w r.slots (hs.length + rkv_chunk_first_kept ys.length w)
+            (ys.drop (rkv_chunk_first_kept ys.length w)) (rkv_slot p w)) := congrArg some hkeep.symm
 
 theorem holds_foldl {α : Type} (w : Nat) (hw : 0 < w) :
     ∀ (xs hs : List α) (r : IndexRing α), IndexRing.Holds w hs r →
