@@ -294,8 +294,11 @@ theorem rkv_slot_pos_slot (n w p : Nat) (hw : 0 < w) (h1 : rkv_oldest n w ≤ p)
         = rkv_slot (rkv_oldest n w + (p - rkv_oldest n w)) w := rfl
       _ = rkv_slot p w := by rw [e]
   have h := rkv_slot_pos_logical_slot n w (p - rkv_oldest n w) hw (by omega)
-  rw [hls] at h
-  omega
+  calc rkv_slot_pos n w (rkv_slot p w)
+      = rkv_slot_pos n w (rkv_logical_slot n w (p - rkv_oldest n w)) :=
+        congrArg (rkv_slot_pos n w) hls.symm
+    _ = rkv_oldest n w + (p - rkv_oldest n w) := h
+    _ = p := e
 
 /-- A slot is valid exactly when the position it names has been seen. -/
 theorem rkv_slot_valid_iff (n w s : Nat) (hw : 0 < w) (hs : s < w) :
@@ -464,7 +467,7 @@ theorem index_read_lastWindow {α : Type} (w : Nat) (hw : 0 < w) (hs : List α) 
       _ = (natsFrom 0 (lastWindow w hs).length).map
           (fun i => r.slots (rkv_logical_slot hs.length w i)) := by
         first
-        | rw [e, hrn, hrw]
+        | (rw [e, hrn, hrw]; done)
         | (simp only [e, hrn, hrw]; done)
   rw [hread]
   refine map_natsFrom_of_nthOpt (fun i => r.slots (rkv_logical_slot hs.length w i))
@@ -674,9 +677,7 @@ theorem index_slot_eq_pos_mod {κ : Type} (w : Nat) (hw : 0 < w) (g : Nat → En
       _ = some p := by rw [e0]
   obtain ⟨ent, he, hpos⟩ := nthOpt_map_eq_some Entry.pos hs p p h2
   have h3 : ent = (IndexRing.run w g hs).slots (rkv_slot p w) := Option.some.inj (he.symm.trans h1)
-  refine ⟨?_, h1⟩
-  rw [← h3]
-  exact hpos
+  exact ⟨(congrArg Entry.pos h3).symm.trans hpos, h1⟩
 
 /-- The position `rkv_slot_pos` names for a valid slot is the position of the entry
 that slot holds. -/
@@ -697,7 +698,9 @@ theorem index_slot_pos_correct {κ : Type} (w : Nat) (hw : 0 < w) (g : Nat → E
       _ = rkv_logical_slot hs.length w (rkv_slot_pos hs.length w s - rkv_oldest hs.length w) := rfl
       _ = s := hinv
   have hmain := (index_slot_eq_pos_mod w hw g hs h (rkv_slot_pos hs.length w s) hlt (by omega)).1
-  rw [hslot] at hmain
-  exact hmain
+  have hat : ((IndexRing.run w g hs).slots (rkv_slot (rkv_slot_pos hs.length w s) w)).pos =
+      ((IndexRing.run w g hs).slots s).pos :=
+    congrArg (fun q => ((IndexRing.run w g hs).slots q).pos) hslot
+  exact hat.symm.trans hmain
 
 end KVWindow
