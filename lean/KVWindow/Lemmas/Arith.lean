@@ -72,6 +72,7 @@ theorem mul_succ' (n m : Nat) : n * (m + 1) = n * m + n := by
   first
   | rfl
   | exact Nat.mul_succ ..
+  | exact Nat.mul_add_one ..
 
 theorem succ_mul' (j m : Nat) : (j + 1) * m = j * m + m := by
   induction m with
