@@ -66,7 +66,7 @@ theorem filter_drop_of_threshold {κ : Type} (f : Nat → Bool) (c : Nat) :
       have e2 : c - b = 0 := by omega
       calc (e :: l).filter (fun x => f x.pos) = e :: l.filter (fun x => f x.pos) :=
             filter_cons_true' (fun x : Entry κ => f x.pos) e l hfe
-        _ = e :: l.drop (c - (b + 1)) := by rw [ih]
+        _ = e :: l.drop (c - (b + 1)) := congrArg (List.cons e) ih
         _ = e :: l.drop 0 := by rw [e1]
         _ = (e :: l).drop 0 := rfl
         _ = (e :: l).drop (c - b) := by rw [e2]
