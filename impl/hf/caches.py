@@ -116,13 +116,13 @@ class LayerDriver:
         k = keys.shape[0]
         kt = torch.as_tensor(keys, dtype=torch.float64).reshape(1, 1, k, self.width)
         vt = torch.as_tensor(values, dtype=torch.float64).reshape(1, 1, k, self.width)
-        if self.info.api == "layers":
-            rk, rv = self.cache.update(kt, vt, 0)
-        else:
-            kwargs = {"cache_position": torch.arange(self.n, self.n + k)}
-            if self.kind == "static":
-                kwargs["sliding_window"] = self.hf_window
+        if compat.update_takes_cache_kwargs(self.cache):
+            # Up to 5.0 static layers place rows by cache_position (without it, at 0 .. k-1) and 4.45's
+            # HybridCache reads sliding_window from here; later releases take neither.
+            kwargs = {"cache_position": torch.arange(self.n, self.n + k), "sliding_window": self.hf_window}
             rk, rv = self.cache.update(kt, vt, 0, kwargs)
+        else:
+            rk, rv = self.cache.update(kt, vt, 0)
         self.n += k
         return _rows(rk), _rows(rv)
 

@@ -20,6 +20,8 @@ they were seen on (``scripts/hf_matrix.sh``):
   ``None`` before the first update and, from 5.2x, after ``reset``) or
   ``cache.key_cache[i]`` (up to 4.53; 4.54-4.55 still offer it as a wrapper whose
   items may be ``None``; gone in 4.56);
+* ``Cache.update(k, v, layer, cache_kwargs)`` up to 5.0, where static layers place rows by
+  ``cache_kwargs["cache_position"]``, vs ``update(k, v, layer)`` later (:func:`update_takes_cache_kwargs`);
 * ``get_mask_sizes`` (:func:`mask_sizes`): takes the query's ``cache_position``
   tensor (4.53-5.0, where it is a layer method from 4.54) or the query length as an
   int (5.x later), and may return tensors;
@@ -137,7 +139,7 @@ def dynamic_cache(config: Any = None) -> Any:
     return cu.DynamicCache()
 
 
-def static_sliding_cache(config: Any, max_cache_len: int, dtype: Any) -> Any:
+def static_sliding_cache(config: Any, max_cache_len: int, dtype: Any, batch: int = 1) -> Any:
     """A whole-model static cache whose sliding layers have ``min(W, max_cache_len)`` slots:
     ``StaticCache(config=..., max_cache_len=...)`` on the ``layers`` API, else ``HybridCache`` with
     the batch, device and dtype keywords its constructor (or the base it forwards to) names."""
@@ -147,10 +149,10 @@ def static_sliding_cache(config: Any, max_cache_len: int, dtype: Any) -> Any:
         return cu.StaticCache(config=config, max_cache_len=max_cache_len)
     cls = cu.HybridCache
     kw: dict[str, Any] = {"max_cache_len": max_cache_len}
-    batch = _batch_keyword(cls)
+    batch_kw = _batch_keyword(cls)
     names = {n for ns in _init_params(cls) for n in ns}
-    if batch is not None:
-        kw[batch] = 1
+    if batch_kw is not None:
+        kw[batch_kw] = batch
     if "device" in names:
         kw["device"] = "cpu"
     if "dtype" in names:
@@ -191,6 +193,12 @@ def layer_kv(cache: Any, index: int) -> Optional[tuple[Any, Any]]:
     if index >= len(kc) or kc[index] is None:
         return None
     return kc[index], cache.value_cache[index]
+
+
+def update_takes_cache_kwargs(cache: Any) -> bool:
+    """Does ``cache.update`` take a ``cache_kwargs`` dict (``cache_position``, ``sliding_window``)?
+    Up to 5.0 it does, and static layers place rows by ``cache_position``; later it takes ``*args``."""
+    return "cache_kwargs" in inspect.signature(cache.update).parameters
 
 
 def mask_sizes(layer: Any, n: int, k: int) -> Optional[tuple[int, int]]:

@@ -318,7 +318,7 @@ class Family:
             self._models[key] = self._build(MAX_POSITIONS, attn)
         return self._models[key]
 
-    def new_cache(self, model: Any, total: int) -> Any:
+    def new_cache(self, model: Any, total: int, batch: int = 1) -> Any:
         """``None`` (the model makes its default cache) on the ``layers`` API; on the legacy API the
         cache the release's docs tell users to pass: a static sliding cache (``HybridCache``) for
         hybrid models and those whose config names a ``cache_implementation``, else a ``DynamicCache``."""
@@ -327,7 +327,7 @@ class Family:
         types = set(self.layer_types())
         if getattr(model.config, "cache_implementation", None) is not None or len(types) > 1:
             size = max(total + 1, model.config.sliding_window)
-            return compat.static_sliding_cache(model.config, size, next(model.parameters()).dtype)
+            return compat.static_sliding_cache(model.config, size, next(model.parameters()).dtype, batch)
         return compat.dynamic_cache()
 
     # -- the code under test
@@ -355,7 +355,7 @@ class Family:
         if sum(chunks) != ids.shape[1] or any(c < 1 for c in chunks):
             raise ValueError(f"chunks {list(chunks)} must be positive and add up to {ids.shape[1]} tokens")
         model = self.model(window, attn)
-        cache = self.new_cache(model, ids.shape[1])
+        cache = self.new_cache(model, ids.shape[1], ids.shape[0])
         pos_all = positions(attention_mask) if attention_mask is not None else None
         out, start = [], 0
         for k in chunks:
@@ -377,7 +377,7 @@ class Family:
         kw: dict[str, Any] = dict(input_ids=ids, attention_mask=am, max_new_tokens=new_tokens,
                                   min_new_tokens=new_tokens, do_sample=False, output_logits=True,
                                   return_dict_in_generate=True)
-        cache = self.new_cache(model, ids.shape[1] + new_tokens)
+        cache = self.new_cache(model, ids.shape[1] + new_tokens, ids.shape[0])
         if cache is not None:
             kw[self.info.cache_kwarg] = cache
         with torch.no_grad(), warnings.catch_warnings():
