@@ -20,8 +20,43 @@ from impl.hf.families import ATOL, RTOL, Family  # noqa: E402
 
 AVAILABLE = [mt for mt, why in families.available().items() if why is None]
 W = 3
-# Ten tokens: not yet full, exactly full, first eviction, steady state; prefill longer than W.
+# Ten tokens: not yet full, exactly full, first eviction, steady state; prefill longer than W, and a
+# chunk after cached tokens.
 CHUNKS = [4, 1, 1, 3, 1]
+# Prefill longer than W, then one token at a time: what every release's caches handle.
+DECODE = [4, 1, 1, 1, 1, 1, 1]
+RELEASE = compat.info().transformers
+#: docs/findings/hf-window-ignored.md: release prefix -> families whose eager/sdpa ignore the window.
+WINDOW_IGNORED = {"4.45.": {"mixtral", "qwen2", "phi3", "starcoder2"}, "4.48.": {"qwen2"}}
+
+
+def known_finding(fam: Family, chunks) -> str | None:
+    """The written-up finding this family and call pattern reproduce on the installed release, if any."""
+    for prefix, types in WINDOW_IGNORED.items():
+        if RELEASE.startswith(prefix) and fam.model_type in types:
+            return "hf-window-ignored"
+    if compat.info().api == "legacy" and len(set(fam.layer_types())) > 1 and any(c > 1 for c in chunks[1:]):
+        return "hf-445-sliding-cache"  # part 2/3: a chunk after cached tokens on the legacy static cache
+    return None
+
+
+def agree_or_known(fam: Family, attn: str, ids, am, chunks, what: str):
+    """Assert agreement at the tolerance; where a written-up finding applies, assert that it still
+    reproduces (a disagreement or an exception) and xfail naming it."""
+    finding = known_finding(fam, chunks)
+    try:
+        err = check(fam, attn, W, ids, am, chunks)
+    except Exception as e:  # noqa: BLE001
+        if finding is None:
+            raise
+        pytest.xfail(f"known finding {finding} reproduced on {RELEASE} ({type(e).__name__}): "
+                     f"docs/findings/{finding}.md")
+    if finding is not None:
+        assert err > ATOL, (f"finding {finding} no longer reproduces for {fam.model_type} on {RELEASE}: update "
+                            f"docs/findings/{finding}.md and this test")
+        pytest.xfail(f"known finding {finding} reproduced on {RELEASE} (max error {err:.3g}): "
+                     f"docs/findings/{finding}.md")
+    assert err <= ATOL, f"{what}: max error {err:.3g} over tolerance {ATOL}"
 
 
 def spec_masks(fam: Family, window: int, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -99,11 +134,12 @@ def test_family_agrees_with_the_spec_mask(model_type):
     fam = Family(model_type)
     attns = fam.attn_impls(flex=False)
     assert "eager" in attns
+    ids = tokens(1, sum(CHUNKS))
+    am = torch.ones_like(ids)
     for attn in attns:
-        ids = tokens(1, sum(CHUNKS))
-        am = torch.ones_like(ids)
-        err = check(fam, attn, W, ids, am, CHUNKS)
-        assert err <= ATOL, f"{model_type}/{attn}: max error {err:.3g} over tolerance {ATOL}"
+        assert check(fam, attn, W, ids, am, DECODE) <= ATOL or known_finding(fam, DECODE), (model_type, attn)
+    for attn in attns:
+        agree_or_known(fam, attn, ids, am, CHUNKS, f"{model_type}/{attn}")
 
 
 @pytest.mark.parametrize("model_type", AVAILABLE)
@@ -114,8 +150,7 @@ def test_family_left_padded_batch(model_type):
     attn, dtype = ("sdpa", torch.float64) if "sdpa" in fam.attn_impls(flex=False) else ("eager", torch.float32)
     fam = Family(model_type, dtype=dtype)
     ids, am = left_padded(tokens(2, 9, seed=1), [0, 2])
-    err = check(fam, attn, W, ids, am, [5, 1, 1, 1, 1])
-    assert err <= ATOL, f"{model_type}/{attn}/{dtype}: batched rows with left padding, max error {err:.3g}"
+    agree_or_known(fam, attn, ids, am, [5, 1, 1, 1, 1], f"{model_type}/{attn}/{dtype} left-padded batch")
 
 
 @pytest.mark.parametrize("model_type", ["mistral", "gemma2"])
@@ -126,9 +161,9 @@ def test_mask_off_by_one_is_caught(model_type):
     fam = Family(model_type)
     ids = tokens(1, sum(CHUNKS))
     am = torch.ones_like(ids)
-    assert check(fam, "eager", W, ids, am, CHUNKS) <= ATOL
+    assert check(fam, "eager", W, ids, am, DECODE) <= ATOL
     for wrong in (W + 1, W - 1):
-        err = check(fam, "eager", W, ids, am, CHUNKS, ref_window=wrong)
+        err = check(fam, "eager", W, ids, am, DECODE, ref_window=wrong)
         assert err > 100 * ATOL, f"reference window {wrong} vs model {W}: only {err:.3g} apart"
 
 
@@ -141,16 +176,16 @@ def test_window_ignored_on_both_paths_is_caught(model_type):
     fam = Family(model_type, ignore_window=True)
     ids = tokens(1, sum(CHUNKS))
     am = torch.ones_like(ids)
-    err = check(fam, "eager", W, ids, am, CHUNKS)
+    err = check(fam, "eager", W, ids, am, DECODE)
     assert err > 100 * ATOL, f"window ignored, yet only {err:.3g} from the spec's mask"
-    assert check(fam, "eager", W, ids, am, CHUNKS, ref_window=families.MAX_POSITIONS) <= ATOL
+    assert check(fam, "eager", W, ids, am, DECODE, ref_window=families.MAX_POSITIONS) <= ATOL
 
 
 def test_cache_keeping_one_more_is_caught():
     """The model at W+1 (its cache keeps one key too many) against the spec's W."""
     fam = Family("mistral", window_shift=1)
     ids = tokens(1, sum(CHUNKS))
-    err = check(fam, "sdpa", W, ids, torch.ones_like(ids), CHUNKS)
+    err = check(fam, "sdpa", W, ids, torch.ones_like(ids), DECODE)
     assert err > 100 * ATOL
 
 
