@@ -54,6 +54,7 @@ from typing import Any, Optional, Sequence, Union
 import torch
 
 from impl.hf import compat
+from impl.hf.models import greedy_generation
 
 #: The sliding-window families, in the order campaigns list them.
 FAMILIES = ("mistral", "mixtral", "qwen2", "qwen3", "gemma2", "gemma3_text", "cohere2", "phi3",
@@ -292,15 +293,7 @@ class Family:
             if unexpected:
                 raise compat.incompatible(f"{self.cls.__name__} state dict", f"unexpected keys {unexpected[:3]}")
             m.eval()
-            gc = m.generation_config
-            gc.eos_token_id, gc.pad_token_id, gc.do_sample = None, 0, False
-            for attr in ("temperature", "top_p", "top_k"):
-                if hasattr(gc, attr):
-                    setattr(gc, attr, None)
-            if self.info.api == "legacy" and getattr(gc, "cache_implementation", None) is not None:
-                # 4.4x hybrid models default to a static cache sized to one generate() call and refuse a
-                # cache passed alongside it; multi-turn users pass their own (new_cache).
-                gc.cache_implementation = None
+            greedy_generation(m, self.info.api)
         return m
 
     def model(self, window: int, attn: str) -> Any:

@@ -105,6 +105,20 @@ def sdpa_softcaps(arch: str) -> bool:
     return not torch.allclose(out[0], out[1], atol=1e-6, rtol=0)
 
 
+def greedy_generation(model: Any, api: str) -> None:
+    """Set ``model.generation_config`` for greedy decoding of exactly the asked length (no EOS, no
+    sampling parameters). On the legacy API, drop a default ``cache_implementation``: 4.4x hybrid
+    models (Gemma 2) default to a static cache sized to one ``generate`` call and refuse a passed
+    cache alongside it; multi-turn users pass their own, sized to the stream, as the adapters do."""
+    gc = model.generation_config
+    gc.eos_token_id, gc.pad_token_id, gc.do_sample = None, 0, False
+    if api == "legacy" and getattr(gc, "cache_implementation", None) is not None:
+        gc.cache_implementation = None
+    for attr in ("temperature", "top_p", "top_k"):
+        if hasattr(gc, attr):
+            setattr(gc, attr, None)
+
+
 class TinyModels:
     """One architecture's tiny models: random weights from ``seed``, the HF window ``W + window_shift``."""
 
@@ -135,16 +149,7 @@ class TinyModels:
                 if hasattr(m, "tie_weights"):
                     m.tie_weights()
                 m.eval()
-                gc = m.generation_config
-                gc.eos_token_id, gc.pad_token_id, gc.do_sample = None, 0, False
-                if self.info.api == "legacy" and getattr(gc, "cache_implementation", None) is not None:
-                    # 4.45 Gemma 2 defaults to cache_implementation="hybrid" (a HybridCache sized to one
-                    # generate call) and refuses a passed cache alongside it; multi-turn users pass their
-                    # own HybridCache, so the adapter does that (sized to the stream, see new_cache).
-                    gc.cache_implementation = None
-                for attr in ("temperature", "top_p", "top_k"):
-                    if hasattr(gc, attr):
-                        setattr(gc, attr, None)
+                greedy_generation(m, self.info.api)
             self._models[key] = m
         return self._models[key]
 
