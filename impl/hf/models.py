@@ -225,3 +225,29 @@ class TinyModels:
         if self.arch == "gemma2":
             return ("legacy", "static")
         return None
+
+
+def probe(arch: str) -> None:
+    """Exercise :class:`TinyModels` of ``arch`` once on the installed release — for each attention
+    implementation a prefill longer than the window, a decode step on the same cache, the stored keys,
+    and a one-token ``generate()`` — and raise :class:`compat.HFIncompatible` naming the release and the
+    step that failed. Only that the calls work is checked; the logits are the campaign's to judge."""
+    step = "building the tiny models"
+    try:
+        tm = TinyModels(arch)
+        for attn in attn_impls(arch):
+            model = tm.model(3, attn)
+            step = f"prefill ({attn})"
+            cache = tm.new_cache(model, 6)
+            _, made = tm.call(model, [3, 4, 5, 6], cache, 0)
+            cache = made if cache is None else cache
+            step = f"decode on the cache ({attn})"
+            tm.call(model, [7], cache, 4)
+            step = f"reading the stored keys ({attn})"
+            tm.stored_keys(cache)
+            step = f"generate() ({attn})"
+            tm.generate(model, [3, 4, 5, 6], tm.new_cache(model, 6), 1)
+    except compat.HFUnavailable:
+        raise
+    except Exception as e:  # noqa: BLE001 - any failure of a supported call is an API the adapter cannot drive
+        raise compat.incompatible(f"{arch} model: {step}", f"{type(e).__name__}: {e}") from e
