@@ -212,3 +212,16 @@ def test_unknown_family_is_unavailable():
 @pytest.mark.parametrize("model_type", AVAILABLE)
 def test_probe_passes(model_type):
     families.probe(model_type)
+
+
+def test_flex_attention_is_offered_only_where_it_runs():
+    """Flex attention is tried (float32: its CPU kernel takes nothing wider) and either offered — and
+    then held to the spec like the others — or left out with the reason recorded (with torch 2.13 the
+    cached decode fails to compile on CPU)."""
+    fam = Family("mistral")
+    attns = fam.attn_impls(flex=True)
+    if "flex_attention" not in attns:
+        assert fam.attn_unavailable.get("flex_attention"), "flex left out without a reason"
+        return
+    ids = tokens(1, sum(DECODE))
+    assert check(fam, "flex_attention", W, ids, torch.ones_like(ids), DECODE) <= ATOL
