@@ -112,7 +112,11 @@ for rel in $RELEASES; do
     "$py" -m pytest -q -p no:cacheprovider tests/test_hf_*.py "${PYTEST_EXTRA[@]}" > "$OUT/pytest-$rel.log" 2>&1
     rc=$?
     set -e
-    TEST_RESULT[$rel]="$(tail -1 "$OUT/pytest-$rel.log" | sed 's/=//g; s/^ *//; s/ *$//')"
+    summary="$(grep -E '[0-9]+ (passed|failed|error)' "$OUT/pytest-$rel.log" | tail -1 | sed 's/=//g; s/^ *//; s/ *$//')"
+    if [ $rc -gt 1 ] && [ $rc -ne 5 ] || [ -z "$summary" ]; then
+      summary="pytest died (exit $rc; $OUT/pytest-$rel.log)"
+    fi
+    TEST_RESULT[$rel]="$summary"
     [ $rc -ne 0 ] && status=1
     echo "  tests: ${TEST_RESULT[$rel]}"
   fi

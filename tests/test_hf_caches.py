@@ -62,9 +62,6 @@ def test_layer_that_keeps_one_more_is_caught(tmp_path):
         def __init__(self, sliding_window, **kw):
             super().__init__(sliding_window=sliding_window + 1, **kw)
 
-        def get_mask_sizes(self, query_length):
-            return super().get_mask_sizes(query_length)
-
     t = HFCacheTarget("dynamic", layer_class=KeepsOneMore, name="keeps-one-more")
     res = fuzz_target(t, seconds=30, max_examples=200, seed=2, seed_dir=tmp_path)
     assert res.failure is not None and "Mismatch" in res.failure

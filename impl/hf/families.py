@@ -259,9 +259,9 @@ class Family:
     def attn_impls(self, flex: bool = True) -> list[str]:
         """The CPU attention implementations the class declares support for and that run here: each
         is tried once (a cached prefill + decode and the reference); :attr:`attn_unavailable` says
-        why one is left out. Flex attention runs on CPU in float32 only and compiles each new shape
-        (~10 s on two cores; with torch 2.13 the cached decode fails to compile): ``flex=False``
-        leaves it out untried."""
+        why one is left out. Flex attention is tried in a child process (:func:`flex_runs`): its CPU
+        kernels are compiled by inductor, and with torch 2.13 the cached decode fails to compile
+        (5.x) or the compiled kernel aborts the process (4.56-5.0). ``flex=False`` leaves it out untried."""
         want = [a for a in CPU_ATTENTION if a != "flex_attention" or flex]
         flags = {"eager": True, "sdpa": getattr(self.cls, "_supports_sdpa", False),
                  "flex_attention": getattr(self.cls, "_supports_flex_attn", False)}
@@ -271,10 +271,13 @@ class Family:
             if not flags[attn]:
                 self.attn_unavailable[attn] = f"{self.cls.__name__} does not declare {attn} support"
                 continue
+            if attn == "flex_attention":
+                why = flex_runs(self.model_type)
+                if why is not None:
+                    self.attn_unavailable[attn] = why
+                    continue
             try:
-                ids = torch.tensor([[3, 4, 5, 6]])
-                self.run_cached(2, attn, ids, [3, 1])
-                self.reference_logits(attn, ids, torch.ones(1, 1, 4, 4, dtype=torch.bool).tril())
+                self._try(attn)
             except Exception as e:  # noqa: BLE001 - an implementation this CPU build cannot run is not offered
                 if attn == "eager":
                     raise
@@ -282,6 +285,13 @@ class Family:
                 continue
             self._attn.append(attn)
         return [a for a in CPU_ATTENTION if a in self._attn and a in want]
+
+    def _try(self, attn: str) -> None:
+        """The calls an implementation must survive to be offered: a cached prefill and decode steps
+        through and past the window (W = 3, ten tokens), and the reference over the same tokens."""
+        ids = torch.arange(3, 13).view(1, 10)
+        self.run_cached(3, attn, ids, [4, 1, 1, 1, 1, 1, 1])
+        self.reference_logits(attn, ids, torch.ones(1, 1, 10, 10, dtype=torch.bool).tril())
 
     # -- models
 
@@ -424,6 +434,41 @@ class Family:
         if sorted(seen) != list(range(len(types))):
             raise compat.incompatible(f"{self.cls.__name__} decoder layers", f"mask hook ran for layers {seen}")
         return res.logits.to(torch.float64)
+
+
+_FLEX: dict[str, Optional[str]] = {}
+
+
+def flex_runs(model_type: str, timeout: float = 600.0) -> Optional[str]:
+    """``None`` if ``model_type``'s flex attention survives :meth:`Family._try` in a child process,
+    else why not (its exception, exit status or signal). A child, because a compiled kernel that
+    aborts would take the caller down with it; the answer is kept for the process's lifetime."""
+    if model_type not in _FLEX:
+        import os
+        import subprocess
+        import sys
+        from pathlib import Path
+
+        root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+        code = ("import warnings; warnings.simplefilter('ignore')\n"
+                "from impl.hf.families import Family\n"
+                f"Family({model_type!r})._try('flex_attention')\n")
+        try:
+            r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                               timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _FLEX[model_type] = f"flex attention did not finish in {timeout:g} s"
+        else:
+            if r.returncode == 0:
+                _FLEX[model_type] = None
+            else:
+                lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+                errs = [ln for ln in lines if "Error" in ln and not ln.startswith(" ")]
+                how = f"signal {-r.returncode}" if r.returncode < 0 else f"exit status {r.returncode}"
+                last = (errs or lines or ["(no output)"])[-1][:200]
+                _FLEX[model_type] = f"a flex attention run died ({how}): {last}"
+    return _FLEX[model_type]
 
 
 def probe(model_type: str) -> None:
