@@ -112,12 +112,18 @@ for rel in $RELEASES; do
     "$py" -m pytest -q -p no:cacheprovider tests/test_hf_*.py "${PYTEST_EXTRA[@]}" > "$OUT/pytest-$rel.log" 2>&1
     rc=$?
     set -e
-    summary="$(grep -E '[0-9]+ (passed|failed|error)' "$OUT/pytest-$rel.log" | tail -1 | sed 's/=//g; s/^ *//; s/ *$//')"
-    if [ $rc -gt 1 ] && [ $rc -ne 5 ] || [ -z "$summary" ]; then
+    # (-qq prints no summary line: then the exit status is the summary)
+    summary="$(grep -E '[0-9]+ (passed|failed|error)' "$OUT/pytest-$rel.log" | tail -1 | sed 's/=//g; s/^ *//; s/ *$//' || true)"
+    if [ $rc -gt 1 ] && [ $rc -ne 5 ]; then
       summary="pytest died (exit $rc; $OUT/pytest-$rel.log)"
+    elif [ -z "$summary" ]; then
+      summary="exit $rc ($OUT/pytest-$rel.log)"
     fi
     TEST_RESULT[$rel]="$summary"
-    [ $rc -ne 0 ] && status=1
+    if [ $rc -ne 0 ]; then
+      status=1
+      tail -n 60 "$OUT/pytest-$rel.log" | sed 's/^/  | /'  # a CI log shows what failed, not only where the log is
+    fi
     echo "  tests: ${TEST_RESULT[$rel]}"
   fi
   if [ "$FUZZ" != 0 ]; then
