@@ -186,7 +186,7 @@ def reduce_case(target: Target, case: Case, error_type: type, budget: int = 2000
         for i, op in enumerate(ops):
             if isinstance(op, Chunk):
                 for n in sorted({0, 1, op.n // 2, op.n - 1}):
-                    if n < op.n:
+                    if 0 <= n < op.n:  # chunk:0 has nothing smaller
                         yield Case(window, ops[:i] + [Push() if n == 1 else Chunk(n)] + ops[i + 1:])
             elif isinstance(op, Reset) and op.window > 1:
                 yield Case(window, ops[:i] + [Reset(op.window - 1)] + ops[i + 1:])

@@ -43,6 +43,10 @@ class Push:
 class Chunk:
     n: int
 
+    def __post_init__(self) -> None:
+        if not _nat(self.n):
+            raise OpError(f"chunk takes a token count n >= 0, got {self.n!r}")
+
     @property
     def tokens(self) -> int:
         return self.n
@@ -59,6 +63,10 @@ class Chunk:
 class Reset:
     window: int
     tokens = 0
+
+    def __post_init__(self) -> None:
+        if not _nat(self.window) or self.window < 1:
+            raise OpError(f"reset takes a window >= 1, got {self.window!r}")
 
     @property
     def text(self) -> str:

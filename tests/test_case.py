@@ -62,3 +62,31 @@ def test_streams_split_at_resets():
     case = Case.parse(3, "push chunk:2 reset:5 push reset:1")
     assert case.streams() == [(3, [(0, Push()), (1, Chunk(2))]), (5, [(3, Push())]), (1, [])]
     assert case.tokens == 4 and case.widest_window() == 5
+
+
+@pytest.mark.parametrize("make, needle", [(lambda: Chunk(-1), "chunk takes a token count n >= 0, got -1"),
+                                          (lambda: Chunk(True), "got True"),
+                                          (lambda: Reset(0), "reset takes a window >= 1, got 0")])
+def test_an_op_constructor_refuses_an_invalid_count(make, needle):
+    """No code path (a reducer, a strategy, a hand-written case) can build an op the language lacks."""
+    with pytest.raises(OpError, match=needle):
+        make()
+
+
+def test_the_tour_reducer_never_goes_below_chunk_0():
+    """The boundary-tour reducer once turned ``chunk:0`` into ``chunk:-991`` (each ``n - 1`` candidate of
+    a target that raises on anything, kept because it failed the same way). Every candidate it keeps
+    now is a valid case: ``chunk:0`` has no smaller candidate."""
+    from fuzz.campaign import reduce_case
+    from fuzz.targets.base import RunStats, Target
+
+    class FailsOnAnyChunk(Target):
+        name = "fails-on-any-chunk"
+
+        def run(self, case):
+            if any(isinstance(op, Chunk) for op in case.ops):
+                raise RuntimeError("a chunk")
+            return RunStats()
+
+    best = reduce_case(FailsOnAnyChunk(), Case(3, (Push(), Chunk(0), Push())), RuntimeError)
+    assert best == Case(1, (Chunk(0),))
