@@ -60,6 +60,8 @@ def fuzz_target(
     if campaign_seed is None:  # a campaign is always reproducible: draw its seed and report it
         campaign_seed = random.SystemRandom().randrange(2**32)
     res.campaign_seed = campaign_seed
+    if hasattr(target, "skip_known"):  # the HF targets: run cases that hit a known finding, or skip them
+        target.skip_known = config.skip_known
     wmax = min(config.window_max, target.window_max or config.window_max)
     start_window = None if config.start_window is None else min(config.start_window, wmax)
     if config.tester == "uniform":
@@ -93,6 +95,7 @@ def fuzz_target(
             raise
         res.examples += 1
         res.tokens += stats.tokens
+        res.count_known(stats.known)
         for p in stats.phases:
             res.phases[p] += 1
         res.seconds = time.monotonic() - start

@@ -1,6 +1,7 @@
 """``kvwindow`` — the command line: fuzz | replay | seeds | mutants | bench | prove.
 
-Exit codes: 0 nothing failed, 1 a bug was found (or a mutant survived),
+Exit codes: 0 nothing failed, 1 a bug was found, a known finding reproduced (unless
+``--accept-known``) or a mutant survived,
 2 a usage error (bad target, bad seed file, bad flag), 130 a campaign
 interrupted with Ctrl-C before it found anything (its report is still written).
 """
@@ -73,7 +74,8 @@ def _cmd_fuzz(args) -> int:
     targets = [registry.resolve(n) for n in names]  # bad targets fail here, before anything runs
     config = CampaignConfig(targets=names, seconds=args.time, max_examples=args.max_examples,
                             window_max=args.window_max, campaign_seed=args.seed, workers=args.workers,
-                            db=args.db or workers.DEFAULT_DB, seeds_dir=str(_seed_dir(args)))
+                            db=args.db or workers.DEFAULT_DB, seeds_dir=str(_seed_dir(args)),
+                            accept_known=args.accept_known, skip_known=args.skip_known)
     try:
         database = workers.open_database(config.db)  # a bad --db fails here, before anything runs
     except workers.DatabaseError as e:
@@ -94,8 +96,12 @@ def _cmd_fuzz(args) -> int:
     finally:
         display.stop()
     failed = [r for r in results if r.failures]
-    rc = 1 if failed else (130 if interrupted else 0)
+    known = [r for r in results if r.known_reproduced]
+    rc = 1 if failed or (known and not config.accept_known) else (130 if interrupted else 0)
     summary(console, results)
+    if known and not config.accept_known:
+        print("kvwindow: known findings reproduced (exit 1; --accept-known accepts them, --skip-known leaves "
+              "their cases out)")
     if interrupted:
         print("kvwindow: interrupted; results so far are kept" + (f" (report: {args.report})" if args.report else ""))
     for r in failed:
@@ -319,6 +325,10 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--seeds-dir", default=None, help="where failures are saved (default fuzz/seeds)")
     f.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
     f.add_argument("--list-targets", action="store_true", help="say which targets run here and why not")
+    f.add_argument("--accept-known", action="store_true",
+                   help="a known finding (docs/findings/) that reproduces does not fail the campaign")
+    f.add_argument("--skip-known", action="store_true",
+                   help="leave out the cases that hit a known finding (exploration) and say how many")
     f.set_defaults(func=_cmd_fuzz)
 
     r = sub.add_parser("replay", help="replay regression seeds (files, directories or ids)")

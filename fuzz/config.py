@@ -40,6 +40,10 @@ class CampaignConfig:
     seeds_dir: str | None = None
     save_seeds: bool = True
     shrink: bool = True
+    #: A known finding (``docs/findings/``) a case reproduced does not fail the campaign (``--accept-known``).
+    accept_known: bool = False
+    #: Leave out the cases that hit a known finding instead of running them (``--skip-known``).
+    skip_known: bool = False
 
     def __post_init__(self) -> None:
         if self.tester not in TESTERS:

@@ -36,6 +36,8 @@ def _status(r: TargetResult | None) -> str:
         return "waiting"
     if r.failures:
         return "FAILED"
+    if r.known_reproduced:
+        return "KNOWN"
     if r.done:
         return "interrupted" if r.interrupted else "ok"
     return "running"
@@ -43,21 +45,49 @@ def _status(r: TargetResult | None) -> str:
 
 def _table(names: Iterable[str], results: dict[str, TargetResult], title: str | None = None) -> Table:
     t = Table(title=title, title_justify="left", show_lines=False)
-    for col in ("target", "status", "examples", "ex/s", "tokens", "tokens/s", "fail"):
+    for col in ("target", "status", "examples", "ex/s", "tokens", "tokens/s", "fail", "known"):
         t.add_column(col, justify="left" if col in ("target", "status") else "right")
     for p in PHASES:
         t.add_column(PHASE_HEAD[p], justify="right")
     for n in names:
         r = results.get(n)
         st = _status(r)
-        style = {"FAILED": "bold red", "ok": "green", "running": "yellow"}.get(st, "")
+        style = {"FAILED": "bold red", "KNOWN": "red", "ok": "green", "running": "yellow"}.get(st, "")
         if r is None:
-            t.add_row(n, st, *[""] * (5 + len(PHASES)))
+            t.add_row(n, st, *[""] * (6 + len(PHASES)))
             continue
         t.add_row(n, f"[{style}]{st}[/]" if style else st, f"{r.examples:,}", f"{r.examples_per_s:,.0f}",
-                  f"{r.tokens:,}", f"{r.tokens_per_s:,.0f}", str(len(r.failures)),
+                  f"{r.tokens:,}", f"{r.tokens_per_s:,.0f}", str(len(r.failures)), known_cell(r),
                   *[_phase_cell(r.phases.get(p, 0)) for p in PHASES])
     return t
+
+
+def known_cell(r: TargetResult) -> str:
+    """Cases that hit a known finding: ``R`` reproduced, ``N`` not reproduced, ``S`` skipped (zeros left out)."""
+    total = {k: sum(c.get(k, 0) for c in r.known.values()) for k in ("reproduced", "not_reproduced", "skipped")}
+    return " ".join(f"{tag}{total[k]}" for tag, k in (("R", "reproduced"), ("N", "not_reproduced"), ("S", "skipped"))
+                    if total[k])
+
+
+def known_lines(results: list[TargetResult]) -> list[str]:
+    """One line per target and known finding its cases hit: reproduced (a finding the campaign reports),
+    not reproduced (like a strict xfail that passed), or skipped (``--skip-known``)."""
+    out = []
+    for r in results:
+        release = r.versions.get("transformers", "?")
+        for fid, c in r.known.items():
+            doc = f"docs/findings/{fid}.md"
+            if c.get("reproduced"):
+                out.append(f"known finding {fid} reproduced on transformers {release} by {r.name} "
+                           f"({c['reproduced']} cases): {doc}")
+            if c.get("not_reproduced"):
+                out.append(f"finding {fid} not reproduced on transformers {release} by {r.name} "
+                           f"({c['not_reproduced']} cases that hit it passed)")
+        skipped = {fid: c.get("skipped", 0) for fid, c in r.known.items() if c.get("skipped")}
+        if skipped:
+            out.append(f"--skip-known: {r.name} skipped {sum(skipped.values())} cases that hit known findings ("
+                       + ", ".join(f"{fid}: {n}" for fid, n in skipped.items()) + ")")
+    return out
 
 
 def _phase_cell(count: int) -> str:
@@ -112,9 +142,10 @@ class PlainDisplay:
 
     def _line(self, r: TargetResult) -> str:
         cov = " ".join(f"{PHASE_HEAD[p]}={r.phases.get(p, 0)}" for p in PHASES)
+        known = known_cell(r)
         return (f"[{time.monotonic() - self.start_time:6.1f}s] {r.name:16s} {_status(r):8s} "
                 f"examples={r.examples} ({r.examples_per_s:.0f}/s) tokens={r.tokens} ({r.tokens_per_s:.0f}/s) "
-                f"failures={len(r.failures)} {cov}")
+                f"failures={len(r.failures)}{' known=' + known.replace(' ', ',') if known else ''} {cov}")
 
     def update(self, r: TargetResult) -> None:
         now = time.monotonic()
@@ -145,3 +176,8 @@ def summary(console: Console, results: list[TargetResult], title: str = "kvwindo
     for name, ps in missed.items():
         if ps and any(r.examples for r in results if r.name == name):
             console.print(f"note: {name} never exercised {', '.join(ps)}")
+    if any(r.known for r in results):
+        console.print("known: cases that hit a known finding (docs/findings/): R reproduced, N not reproduced, "
+                      "S skipped")
+        for line in known_lines(results):
+            console.print(line)

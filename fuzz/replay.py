@@ -10,7 +10,8 @@ from fuzz.targets.base import Target
 
 
 def replay_seed(seed: Seed, target: Target) -> str | None:
-    """``None`` if ``target`` passes the seed's case, else the failure message.
+    """``None`` if ``target`` passes the seed's case, else the failure message (a known finding the case
+    reproduced, ``docs/findings/``, is a failure too: a replay is for seeing the bug again).
 
     A seed the target cannot take (a window above its maximum) raises
     ``ValueError`` naming the reason; callers report it rather than skip silently.
@@ -19,9 +20,12 @@ def replay_seed(seed: Seed, target: Target) -> str | None:
     if why is not None:
         raise ValueError(f"seed {seed.id} cannot run on {target.name}: {why}")
     try:
-        target.run(seed.case)
+        stats = target.run(seed.case)
     except Exception as e:  # noqa: BLE001 - any failure of the target is the finding
         return f"{type(e).__name__}: {e}"
+    known = [fid for fid, reproduced in getattr(stats, "known", {}).items() if reproduced]
+    if known:
+        return "known finding " + ", ".join(f"{fid} reproduced (docs/findings/{fid}.md)" for fid in known)
     return None
 
 

@@ -14,6 +14,9 @@ from fuzz.ops import Case
 from fuzz.oracle import PHASES
 from fuzz.targets.base import MISMATCH
 
+#: How a case that hit a known finding ended (:attr:`fuzz.targets.base.RunStats.known`) -> its counter.
+KNOWN_OUTCOMES = {True: "reproduced", False: "not_reproduced", None: "skipped"}
+
 
 @dataclass
 class Failure:
@@ -59,6 +62,20 @@ class TargetResult:
     done: bool = False
     workers: int = 1
     campaign_seed: int | None = None
+    #: Known findings (``docs/findings/<id>.md``) the cases hit: id -> cases per outcome
+    #: (``reproduced``, ``not_reproduced``, ``skipped``; :data:`KNOWN_OUTCOMES`).
+    known: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def count_known(self, known: dict[str, bool | None]) -> None:
+        """Add one case's :attr:`~fuzz.targets.base.RunStats.known` to the counts."""
+        for fid, outcome in known.items():
+            counts = self.known.setdefault(fid, {v: 0 for v in KNOWN_OUTCOMES.values()})
+            counts[KNOWN_OUTCOMES[outcome]] += 1
+
+    @property
+    def known_reproduced(self) -> list[str]:
+        """Ids of the known findings some case reproduced."""
+        return [fid for fid, c in self.known.items() if c.get("reproduced")]
 
     @property
     def examples_per_s(self) -> float:
@@ -86,6 +103,7 @@ class TargetResult:
             "done": self.done,
             "workers": self.workers,
             "campaign_seed": self.campaign_seed,
+            "known_findings": {fid: dict(c) for fid, c in self.known.items()},
         }
 
     @classmethod
@@ -95,7 +113,8 @@ class TargetResult:
                    examples_to_fail=d.get("examples_to_fail"), seconds_to_fail=d.get("seconds_to_fail"),
                    tokens_to_fail=d.get("tokens_to_fail"), failures=[Failure.from_json(f) for f in d["failures"]],
                    interrupted=d.get("interrupted", False), done=d.get("done", False),
-                   workers=d.get("workers", 1), campaign_seed=d.get("campaign_seed"))
+                   workers=d.get("workers", 1), campaign_seed=d.get("campaign_seed"),
+                   known={fid: dict(c) for fid, c in d.get("known_findings", {}).items()})
 
 
 def merge(name: str, parts: list[TargetResult]) -> TargetResult:
@@ -110,6 +129,10 @@ def merge(name: str, parts: list[TargetResult]) -> TargetResult:
             m.phases[k] = m.phases.get(k, 0) + v
         m.versions.update(p.versions)
         m.interrupted |= p.interrupted
+        for fid, c in p.known.items():
+            mine = m.known.setdefault(fid, {k: 0 for k in c})
+            for k, v in c.items():
+                mine[k] = mine.get(k, 0) + v
         for f in p.failures:
             if f.case.id not in seen:  # two workers that shrink to the same case found one bug
                 seen.add(f.case.id)

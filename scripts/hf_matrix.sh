@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
-# The transformers release matrix: one small venv per release, the HF tests (and optionally the HF
-# fuzz targets) run in each, and a table of the outcomes.
+# The transformers release matrix: one small venv per release, the HF tests (and optionally a fuzz
+# campaign over every HF target) run in each, and a table of the outcomes.
 #
 # Each release venv (.venv-hf-<release>/) holds only transformers and the dependencies its own pins
 # need; a .pth file appends the dev venv's site-packages (torch, numpy, hypothesis, pytest, ...) and
 # the repository root to sys.path, *after* the venv's own site-packages, so a release's pins
 # (huggingface_hub, tokenizers, safetensors, ...) win over the dev venv's copies. The build verifies
 # that: every requirement transformers declares is satisfied by the copy Python actually imports.
-# Built once; rebuilt when this script changes (stamp).
+# Built once; rebuilt when the build recipe (the build function below) or the dev venv changes (stamp).
 #
 # Usage: scripts/hf_matrix.sh [options] [-- extra pytest args]
 #   --releases "4.45.2 5.24.0"   releases to run (default: $DEFAULT_RELEASES below)
-#   --fuzz SECONDS               also run `kvwindow fuzz --target T --time SECONDS --seed 0` for each HF target
+#   --fuzz SECONDS               also run one `kvwindow fuzz --seed 0 --report` campaign per release over every
+#                                HF target it lists as available (hf-dynamic, hf-static, hf-mistral, hf-gemma2,
+#                                each hf:<model_type>), SECONDS per target; scripts/compat_table.py then
+#                                writes OUT/compat.md (release x target) from the reports
+#   --write-docs                 with --fuzz: also write docs/compat.md, the README's supported-range claim
+#                                and the findings' release tables (scripts/compat_table.py --write)
 #   --no-tests                   skip the pytest run (build + fuzz only)
 #   --build-only                 build the venvs and stop
-#   --out DIR                    where logs and the table go (default: .stamp-hf-matrix/)
+#   --out DIR                    where logs, reports and tables go (default: .stamp-hf-matrix/)
 # Needs the dev venv (`make setup`). Runs releases one at a time. Exit 0 when every selected release
-# built and its tests passed, 1 otherwise (fuzz findings are reported in the table, not in the exit code).
+# built and its tests passed, 1 otherwise (fuzz outcomes are reported in the tables, not in the exit code).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -26,15 +31,16 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 DEFAULT_RELEASES="4.45.2 4.46.3 4.47.1 4.48.3 4.49.0 4.50.3 4.51.3 4.52.4 4.53.3 4.54.1 4.55.4 4.56.2 4.57.6 5.0.0 5.10.4 5.20.2 5.24.0"
 RELEASES="$DEFAULT_RELEASES"
 FUZZ=0
+WRITE_DOCS=0
 TESTS=1
 BUILD_ONLY=0
 OUT=".stamp-hf-matrix"
 DEV_VENV="${DEV_VENV:-.venv}"
-TARGETS="hf-dynamic hf-static hf-mistral hf-gemma2"
 while [ $# -gt 0 ]; do
   case "$1" in
     --releases) RELEASES="$2"; shift 2 ;;
     --fuzz) FUZZ="$2"; shift 2 ;;
+    --write-docs) WRITE_DOCS=1; shift ;;
     --no-tests) TESTS=0; shift ;;
     --build-only) BUILD_ONLY=1; shift ;;
     --out) OUT="$2"; shift 2 ;;
@@ -50,7 +56,6 @@ if [ ! -x "$DEV_VENV/bin/python" ]; then
 fi
 SHARED="$("$DEV_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 PYVER="$("$DEV_VENV/bin/python" -c 'import sys; print(f"python{sys.version_info[0]}.{sys.version_info[1]}")')"
-KEY="$(sha256sum "$0" | cut -c1-16) $SHARED"
 mkdir -p "$OUT"
 
 build() {  # build .venv-hf-$1 unless its stamp is current
@@ -93,6 +98,7 @@ print(f"  transformers {transformers.__version__} + torch {torch.__version__}: p
 EOF
   echo "$KEY" > "$stamp"
 }
+KEY="$(declare -f build | sha256sum | cut -c1-16) $SHARED"
 
 declare -A TEST_RESULT FUZZ_RESULT
 start_all=$(date +%s)
@@ -127,16 +133,24 @@ for rel in $RELEASES; do
     echo "  tests: ${TEST_RESULT[$rel]}"
   fi
   if [ "$FUZZ" != 0 ]; then
-    for t in $TARGETS; do
-      set +e
-      "$py" -m fuzz.cli fuzz --target "$t" --time "$FUZZ" --seed 0 --seeds-dir "$OUT/seeds-$rel" --db "$OUT/db-$rel" \
-        > "$OUT/fuzz-$rel-$t.log" 2>&1
-      rc=$?
-      set -e
-      case $rc in 0) r=clean ;; 1) r=finding ;; 2) r=usage ;; 3) r=fault ;; *) r="rc=$rc" ;; esac
-      FUZZ_RESULT[$rel,$t]="$r"
-      echo "  fuzz $t: $r"
-    done
+    # Every HF target the release lists as available, in one campaign (unavailable ones, with the reason,
+    # stay in targets-$rel.txt for compat_table.py); SECONDS each.
+    "$py" -m fuzz.cli fuzz --list-targets > "$OUT/targets-$rel.txt" 2> "$OUT/targets-$rel.err" || true
+    targets=()
+    while read -r name _ status _; do
+      case "$name" in hf-*|hf:*) [ "$status" = available ] && targets+=(--target "$name") ;; esac
+    done < "$OUT/targets-$rel.txt"
+    n=$(( ${#targets[@]} / 2 ))
+    rm -rf "$OUT/report-$rel.json" "$OUT/seeds-$rel"
+    set +e
+    "$py" -m fuzz.cli fuzz "${targets[@]}" --time $(( FUZZ * n )) --seed 0 --plain --report "$OUT/report-$rel.json" \
+      --seeds-dir "$OUT/seeds-$rel" --db "$OUT/db-$rel" > "$OUT/fuzz-$rel.log" 2>&1
+    rc=$?
+    set -e
+    case $rc in 0) r=clean ;; 1) r="findings (known or new)" ;; 2) r=usage ;; 3) r="harness fault" ;; *) r="rc=$rc" ;; esac
+    FUZZ_RESULT[$rel]="$n targets: $r"
+    echo "  fuzz ($n HF targets, ${FUZZ} s each): $r"
+    grep -E "^(known finding|finding|FAILED|--skip-known)" "$OUT/fuzz-$rel.log" | sed 's/^/  | /' || true
   fi
   echo "  ($(( $(date +%s) - t0 )) s)"
 done
@@ -145,17 +159,25 @@ done
 {
   printf '| transformers |'
   [ "$TESTS" = 1 ] && printf ' tests |'
-  if [ "$FUZZ" != 0 ]; then for t in $TARGETS; do printf ' %s |' "$t"; done; fi
+  [ "$FUZZ" != 0 ] && printf ' fuzz |'
   printf '\n|---|'
   [ "$TESTS" = 1 ] && printf -- '---|'
-  if [ "$FUZZ" != 0 ]; then for t in $TARGETS; do printf -- '---|'; done; fi
+  [ "$FUZZ" != 0 ] && printf -- '---|'
   printf '\n'
   for rel in $RELEASES; do
     printf '| %s |' "$rel"
     [ "$TESTS" = 1 ] && printf ' %s |' "${TEST_RESULT[$rel]:-}"
-    if [ "$FUZZ" != 0 ]; then for t in $TARGETS; do printf ' %s |' "${FUZZ_RESULT[$rel,$t]:-}"; done; fi
+    [ "$FUZZ" != 0 ] && printf ' %s |' "${FUZZ_RESULT[$rel]:-}"
     printf '\n'
   done
 } | tee "$OUT/table.md"
+if [ "$FUZZ" != 0 ]; then
+  # The release x target table from this run's reports (only the releases run here).
+  write=()
+  [ "$WRITE_DOCS" = 1 ] && write=(--write)
+  "$DEV_VENV/bin/python" scripts/compat_table.py --reports "$OUT" --seconds "$FUZZ" "${write[@]}" > "$OUT/compat.log" \
+    || { status=1; cat "$OUT/compat.log"; }
+  echo "hf_matrix: release x target table in $OUT/compat.md$([ "$WRITE_DOCS" = 1 ] && echo ' and docs/compat.md')"
+fi
 echo "hf_matrix: $(( $(date +%s) - start_all )) s for $(echo $RELEASES | wc -w) releases; logs in $OUT/"
 exit $status

@@ -1,8 +1,8 @@
 """Every sliding-window model family of the installed transformers against the spec's mask.
 
 The code under test (impl.hf.families: cached prefill + decode, generate(), left-padded batches) is
-held to the window-disabled reference forward, whose masks are built here from pyspec.in_window
-(Lean ``inWindow``): so a window ignored on both paths, an off-by-one mask, or a cache eviction bug
+held to the window-disabled reference forward, whose masks are built from pyspec.in_window (Lean
+``inWindow``) by the hf:<model_type> target's ``spec_masks``: so a window ignored on both paths, an off-by-one mask, or a cache eviction bug
 all show. The negative controls at the end show that a mask off by one and a model whose window is
 ignored are both caught at the stated tolerance.
 """
@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 
 import torch  # noqa: E402
 
-import pyspec  # noqa: E402
+from fuzz.targets.hf import family as family_target  # noqa: E402
 from impl.decoder import torch_threads  # noqa: E402
 from impl.hf import compat, families  # noqa: E402
 from impl.hf.families import ATOL, RTOL, Family  # noqa: E402
@@ -26,21 +26,21 @@ CHUNKS = [4, 1, 1, 3, 1]
 # Prefill longer than W, then one token at a time: what every release's caches handle.
 DECODE = [4, 1, 1, 1, 1, 1, 1]
 RELEASE = compat.info().transformers
-#: docs/findings/hf-window-ignored.md: release prefix -> families whose eager/sdpa ignore the window.
-WINDOW_IGNORED = {"4.45.": {"mixtral", "qwen2", "phi3", "starcoder2"}, "4.48.": {"qwen2"}}
-#: docs/findings/hf-gemma2-padded-decode-mask.md: releases whose gemma2 decodes a left-padded row wrongly.
-PADDED_DECODE = ("4.45.", "4.46.", "4.47.")
 
 
 def known_finding(fam: Family, chunks, padded: bool = False) -> str | None:
-    """The written-up finding this family and call pattern reproduce on the installed release, if any."""
-    if padded and fam.model_type == "gemma2" and RELEASE.startswith(PADDED_DECODE):
-        return "hf-gemma2-padded-decode-mask"
-    for prefix, types in WINDOW_IGNORED.items():
-        if RELEASE.startswith(prefix) and fam.model_type in types:
-            return "hf-window-ignored"
-    if compat.info().api == "legacy" and len(set(fam.layer_types())) > 1 and any(c > 1 for c in chunks[1:]):
-        return "hf-445-sliding-cache"  # part 2/3: a chunk after cached tokens on the legacy static cache
+    """The written-up finding this family and call pattern reproduce on the installed release, if any:
+    the rows of fuzz/targets/hf/findings.py (the one table of which releases each finding applies to)
+    for hf:<model_type>, asked about the calls as a case (one chunk per call, W = 3)."""
+    from fuzz.ops import Case, Chunk, Push
+    from fuzz.targets.hf import findings
+
+    case = Case(W, tuple(Push() if c == 1 else Chunk(c) for c in chunks))
+    for f in findings.applicable(f"hf:{fam.model_type}", RELEASE):
+        if f.failure is not None and not padded:
+            continue  # a finding of left-padded rows only
+        if f.hits(case):
+            return f.id
     return None
 
 
@@ -64,22 +64,8 @@ def agree_or_known(fam: Family, attn: str, ids, am, chunks, what: str):
 
 
 def spec_masks(fam: Family, window: int, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Boolean [B, 1, T, T] per layer type from the spec: a sliding layer's query at position t sees
-    p iff in_window(W, t, p); a full layer's iff p <= t; padding (attention_mask 0) is never seen."""
-    pos = families.positions(attention_mask)
-    B, T = attention_mask.shape
-    out = {}
-    for kind in set(fam.layer_types()):
-        m = torch.zeros(B, 1, T, T, dtype=torch.bool)
-        for b in range(B):
-            for t in range(T):
-                for p in range(T):
-                    if not attention_mask[b, p] or p > t:
-                        continue
-                    pt, pp = int(pos[b, t]), int(pos[b, p])
-                    m[b, 0, t, p] = pyspec.in_window(window, pt, pp) if kind == "sliding_attention" else pp <= pt
-        out[kind] = m
-    return out
+    """Boolean [B, 1, T, T] per layer type from the spec (the hf:<model_type> target's masks)."""
+    return family_target.spec_masks(fam.layer_types(), window, attention_mask)
 
 
 def tokens(batch: int, length: int, seed: int = 0) -> torch.Tensor:

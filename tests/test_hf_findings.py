@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from fuzz.targets.hf.caches import HFCacheTarget, make_hf_dynamic  # noqa: E402
+from fuzz.targets.hf.caches import HFCacheTarget, make_hf_dynamic, make_hf_static  # noqa: E402
 from fuzz.ops import Case, Chunk, Push  # noqa: E402
 from fuzz.targets.base import Mismatch  # noqa: E402
 from impl.hf import compat  # noqa: E402
@@ -83,8 +83,61 @@ def test_445_chunk_after_cached_tokens():
         HFCacheTarget("static", strict=True).run(Case(3, [Push(), Chunk(5)]))
 
 
-def test_non_strict_targets_leave_known_cases_out():
-    t = make_hf_dynamic()
-    reason = t.accepts(Case(1, [Push()]))
-    if API == "layers":
-        assert reason is not None and "hf-sliding-window-1" in reason
+def test_default_targets_run_a_known_case_and_report_it():
+    """A case that hits a written-up finding runs (it used to be left out silently) and the target
+    records that the finding reproduced; --skip-known's mode leaves it out and says so. The empty update
+    once full is a finding on every release (three ways: docs/findings/hf-static-sliding-empty-update.md)."""
+    case = Case(2, [Chunk(2), Chunk(0)])
+    assert make_hf_static().run(case).known == {"hf-static-sliding-empty-update": True}
+    t = make_hf_static()
+    t.skip_known = True
+    assert t.run(case).known == {"hf-static-sliding-empty-update": None}
+    assert make_hf_static().run(Case(3, [Chunk(7), Push()])).known == {}
+
+
+@layers
+def test_window_1_is_reported_as_known_by_the_default_target():
+    assert make_hf_dynamic().run(Case(1, [Push()])).known == {"hf-sliding-window-1": True}
+
+
+def _fuzz(tmp_path, capsys, target, *flags):
+    from fuzz.cli import main
+
+    rc = main(["fuzz", "--target", target, "--time", "5", "--seed", "0", "--plain", "--seeds-dir",
+               str(tmp_path / "s"), "--db", str(tmp_path / "db"), *flags])
+    return rc, capsys.readouterr().out
+
+
+def test_default_campaign_exits_1_naming_the_known_finding(tmp_path, capsys):
+    """On every release hf-static carries hf-static-sliding-empty-update (the boundary tours feed an empty
+    chunk to a full window): the default campaign exits 1 and names it; --accept-known exits 0."""
+    release = compat.info().transformers
+    rc, out = _fuzz(tmp_path, capsys, "hf-static")
+    assert rc == 1, out
+    assert f"known finding hf-static-sliding-empty-update reproduced on transformers {release} by hf-static" in out
+    assert not (tmp_path / "s").exists(), "a known finding is not a new seed"
+    rc, out = _fuzz(tmp_path, capsys, "hf-static", "--accept-known")
+    assert rc == 0, out
+
+
+@layers
+def test_default_campaign_names_window_1_on_the_layer_api(tmp_path, capsys):
+    rc, out = _fuzz(tmp_path, capsys, "hf-dynamic")
+    assert rc == 1, out
+    assert f"known finding hf-sliding-window-1 reproduced on transformers {compat.info().transformers}" in out
+
+
+def test_the_findings_table_agrees_with_the_notes():
+    """Each note's release table is the one fuzz/targets/hf/findings.py holds (scripts/compat_table.py
+    --write writes it), and every release a row was seen on lies in the series it applies to."""
+    from pathlib import Path
+
+    from fuzz.targets.hf import findings
+
+    root = Path(__file__).resolve().parents[1]
+    for fid in dict.fromkeys(f.id for f in findings.FINDINGS):
+        note = root / findings.DOCS / f"{fid}.md"
+        assert findings.note_block(note.read_text()) == findings.release_block(fid), \
+            f"{note}: release table differs from fuzz/targets/hf/findings.py (scripts/compat_table.py --write)"
+    for f in findings.FINDINGS:
+        assert f.seen and all(any(findings.in_span(r, s) for s in f.releases) for r in f.seen), f

@@ -83,6 +83,9 @@ class RunStats:
 
     tokens: int = 0
     phases: set[str] = field(default_factory=set)
+    #: Known findings (``docs/findings/<id>.md``) the case hit: id -> ``True`` reproduced (the target did
+    #: not raise), ``False`` not reproduced, ``None`` skipped (not run).
+    known: dict[str, bool | None] = field(default_factory=dict)
 
 
 class Target(ABC):

@@ -3,7 +3,9 @@
 * Built-in targets are listed by name (:data:`BUILTIN`) with the factory that builds them.
 * Families take the rest of the string after a prefix (:data:`FAMILIES`): ``c:PATH.so`` and
   ``py:module.path:ClassName`` bring the user's own cache, ``mutant:NAME`` builds a mutant
-  of the catalogue.
+  of the catalogue, ``hf:<model_type>`` a transformers sliding-window model family. A family whose
+  members can be listed (:data:`LISTED`) has each of them listed, probed and, where it runs on a
+  CPU, in the default campaign, like a built-in target.
 
 Factories are named ``"module:function"`` and imported only when used, so a
 missing optional dependency disables its own targets only. A factory raises
@@ -41,6 +43,14 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "c:": ("fuzz.targets.ring:make_c_library", "PATH.so, any library implementing csrc/ringkv.h"),
     "py:": ("fuzz.targets.cache:make_py_class", "module:Class, any class implementing the Python target protocol"),
     "mutant:": ("fuzz.targets.mutants:make_mutant", "NAME, a mutant of the catalogue (kvwindow mutants --list)"),
+    "hf:": ("fuzz.targets.hf.family:make_hf_family",
+            "MODEL_TYPE[@ATTN,...], a transformers sliding-window family (eager and sdpa; @flex_attention compiles)"),
+}
+
+#: prefix -> "module:function" returning every member of the family to list, probe and run by default
+#: (on CPU). A listing that fails (a missing optional dependency) lists the prefix itself as unavailable.
+LISTED: dict[str, str] = {
+    "hf:": "fuzz.targets.hf.family:instances",
 }
 
 
@@ -94,10 +104,23 @@ def resolve(spec: str) -> Target:
     return target
 
 
+def listed_names() -> list[tuple[str, bool]]:
+    """``(name, runs on CPU)`` of every target :func:`list_targets` lists: the built-ins, then the
+    members of each listed family (:data:`LISTED`)."""
+    out = [(name, cpu) for name, (_, cpu) in BUILTIN.items()]
+    for prefix, path in LISTED.items():
+        try:
+            names = _factory(path)()
+        except Exception:  # noqa: BLE001 - listed below as the prefix, with the reason
+            names = [prefix + "*"]
+        out += [(n, True) for n in names]
+    return out
+
+
 def list_targets() -> list[TargetInfo]:
-    """Every built-in target, whether it runs here, and why not."""
+    """Every built-in target and every member of a listed family, whether it runs here, and why not."""
     out = []
-    for name, (_, cpu) in BUILTIN.items():
+    for name, cpu in listed_names():
         try:
             target, why = probe(name)
         except Exception as e:  # noqa: BLE001 - a broken factory disables its own target only

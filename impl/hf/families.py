@@ -354,17 +354,22 @@ class Family:
                    attention_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Feed ``ids`` ``[B, T]`` in calls of ``chunks`` tokens (the first is the prefill; ``sum(chunks)
         == T``) on one cache; ``attention_mask`` ``[B, T]`` marks left padding (``0`` = pad), positions
-        follow it (:func:`positions`). Returns the logits of every call, ``[B, T, V]`` float64."""
+        follow it (:func:`positions`). Returns the logits of every call, ``[B, T, V]`` float64. An exception
+        a call raises carries the index of its chunk as ``chunk`` (which op of a stream it came from)."""
         if sum(chunks) != ids.shape[1] or any(c < 1 for c in chunks):
             raise ValueError(f"chunks {list(chunks)} must be positive and add up to {ids.shape[1]} tokens")
         model = self.model(window, attn)
         cache = self.new_cache(model, ids.shape[1], ids.shape[0])
         pos_all = positions(attention_mask) if attention_mask is not None else None
         out, start = [], 0
-        for k in chunks:
+        for j, k in enumerate(chunks):
             am = None if attention_mask is None else attention_mask[:, :start + k]
             pos = None if pos_all is None else pos_all[:, start:start + k]
-            res = self._forward(model, ids[:, start:start + k], am, cache, start, pos, use_cache=True)
+            try:
+                res = self._forward(model, ids[:, start:start + k], am, cache, start, pos, use_cache=True)
+            except Exception as e:
+                e.chunk = j  # type: ignore[attr-defined]
+                raise
             cache = getattr(res, self.info.cache_kwarg) if cache is None else cache
             out.append(res.logits.to(torch.float64))
             start += k

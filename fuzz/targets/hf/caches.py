@@ -11,8 +11,9 @@
   API, the rows ``get_mask_sizes`` advertises are the rows returned.
 
 The model targets ``hf-mistral`` / ``hf-gemma2`` are :mod:`fuzz.targets.hf.models`.
-Cases that hit a written-up finding (:mod:`fuzz.targets.hf.findings`) are left out
-unless ``strict=True`` (:class:`fuzz.targets.hf.base.HFTarget`).
+Cases that hit a written-up finding (:mod:`fuzz.targets.hf.findings`) are run and reported as
+reproduced or not (:class:`fuzz.targets.hf.base.HFTarget`). The factories probe the adapter first
+(:func:`impl.hf.caches.probe`): a release whose cache API it cannot drive makes the target unavailable.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from fuzz.ops import Case, Op, Reset
 from fuzz.oracle import PAYLOAD_WIDTH, SpecStream
 from fuzz.targets.base import Mismatch, RunStats, Target
 from fuzz.targets.hf import conventions as hf_conventions
-from fuzz.targets.hf.base import HFTarget, _hf
+from fuzz.targets.hf.base import HFTarget, _hf, probed
 
 
 class HFCacheTarget(HFTarget):
@@ -47,8 +48,7 @@ class HFCacheTarget(HFTarget):
         return LayerDriver(self.cache_kind, window, self.width, window_shift=self.window_shift,
                            layer_class=self.layer_class)
 
-    def run(self, case: Case) -> RunStats:
-        self.skip_known(case)
+    def run_case(self, case: Case) -> RunStats:
         window, ops = case.window, case.ops
         import numpy as np
 
@@ -79,9 +79,8 @@ class HFCacheTarget(HFTarget):
             got_mask = drv.mask_rows(k)
             try:
                 rk, rv = drv.update(keys, vals)
-            except Exception as e:  # noqa: BLE001 - a crash on a valid op is a disagreement too
-                raise Mismatch(self.name, i, op, f"update() with {k} rows after {n} tokens raised "
-                                                 f"{type(e).__name__}: {e}") from e
+            except Exception as e:  # noqa: BLE001 - transformers' raise on a valid op is a disagreement too
+                raise self.raised(i, op, f"update() with {k} rows after {n} tokens", e) from e
             stats.phases |= spec.apply(op)
             stats.tokens += k
             returned = decode_rows(rk, rv, table)
@@ -124,8 +123,16 @@ class HFCacheTarget(HFTarget):
 
 
 def make_hf_dynamic() -> Target:
+    from impl.hf.caches import probe
+
+    _hf()
+    probed(probe, "dynamic")
     return HFCacheTarget("dynamic")
 
 
 def make_hf_static() -> Target:
+    from impl.hf.caches import probe
+
+    _hf()
+    probed(probe, "static")
     return HFCacheTarget("static")

@@ -1,33 +1,82 @@
-"""Known disagreements between transformers and the spec, each written up in ``docs/findings/``.
+"""Known disagreements between transformers and the spec, each written up in ``docs/findings/``: the one
+machine-readable table of which targets and releases they apply to, and which cases exercise them.
 
-Harness logic (it classifies op lists), so it lives in ``fuzz/``; the HF
-adapters themselves are in :mod:`impl.hf`.
+Harness logic (it classifies op lists), so it lives in ``fuzz/``; the HF adapters themselves are in
+:mod:`impl.hf`.
 
-A target built with ``strict=False`` (the default for campaigns) leaves out
-the cases that hit a finding listed here for the installed cache API, so a
-campaign keeps exploring everything else instead of re-finding the same bug
-every run; ``strict=True`` drives them too (that is how the findings are
-reproduced in ``tests/test_hf_findings.py``). Each predicate looks only at
-the case (window + ops), never at results, so leaving a case out cannot hide
-a new bug in a case that does not match it.
+Each :class:`Finding` row names the targets it applies to (:attr:`Finding.kinds`: ``dynamic``,
+``static``, ``mistral``, ``gemma2`` for the built-in targets, ``hf:<model_type>`` for the family
+targets), the minor series it applies to (:attr:`Finding.releases`), the releases the matrix
+(``scripts/hf_matrix.sh``) reproduced it on (:attr:`Finding.seen`, the release tables of the
+``docs/findings`` notes; ``tests/test_hf_findings.py`` checks that both agree), and a case predicate
+(:attr:`Finding.hits`) that looks only at the case, never at results. A finding with several parts
+(or several predicates) has one row per part under the same id.
+
+What a target does with a case that hits a finding (:class:`fuzz.targets.hf.base.HFTarget`): by
+default it runs it and records whether the finding reproduced (a failure the finding explains, see
+:meth:`Finding.explains`) — a failure it does not explain is an ordinary finding; ``skip_known``
+leaves the case out (exploration); ``strict`` drives it like any other case (how the findings are
+reproduced in ``tests/test_hf_findings.py``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable, Optional
 
 from fuzz.ops import Case, Chunk, Push, Reset
+
+#: Where the notes live; a finding's note is ``docs/findings/<id>.md``.
+DOCS = "docs/findings"
+
+
+def minor(release: str) -> tuple[int, int]:
+    """``"4.48.3"`` -> ``(4, 48)``: the series a release belongs to (pre-release tags ignored)."""
+    parts = release.split(".")
+    try:
+        return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()))
+    except (IndexError, ValueError):
+        raise ValueError(f"not a release number: {release!r}") from None
+
+
+def in_span(release: str, span: str) -> bool:
+    """Is ``release`` in ``span``: one minor series (``"4.48"``) or an inclusive range of them
+    (``"4.45-4.51"``)?"""
+    lo, _, hi = span.partition("-")
+    return minor(lo) <= minor(release) <= minor(hi or lo)
 
 
 @dataclass(frozen=True)
 class Finding:
     id: str
-    doc: str
-    #: (target kind, cache API) pairs it applies to; kind is "dynamic", "static", "mistral", "gemma2".
-    applies: frozenset[tuple[str, str]]
+    #: The targets it applies to: ``dynamic``, ``static``, ``mistral``, ``gemma2``, ``hf:<model_type>``.
+    kinds: frozenset[str]
+    #: Minor series (``"4.45"``) or inclusive ranges of them (``"4.57-5.24"``) it applies to.
+    releases: tuple[str, ...]
+    #: Releases the matrix reproduced it on (the note's release table).
+    seen: tuple[str, ...]
     #: Does the case exercise it?
     hits: Callable[[Case], bool]
+    #: Which cases, in words (the note's release table).
+    cases: str = ""
+    #: Can a failure with this message come from it (beyond the case hitting it)? ``None``: any failure.
+    failure: Optional[Callable[[BaseException], bool]] = None
+
+    @property
+    def doc(self) -> str:
+        return f"{DOCS}/{self.id}.md"
+
+    def applies(self, kind: str, release: str) -> bool:
+        return kind in self.kinds and any(in_span(release, s) for s in self.releases)
+
+    def explains(self, case: Case, error: BaseException) -> bool:
+        """Is ``error``, raised by ``case``, this finding? The ops up to the one the error names must
+        already hit it (the trigger came before the failure), and the error must be of its kind."""
+        if self.failure is not None and not self.failure(error):
+            return False
+        index = getattr(error, "index", None)
+        prefix = case if index is None or index < 0 else case.replace_ops(case.ops[:index + 1])
+        return self.hits(prefix)
 
 
 def ops_with_windows(case: Case):
@@ -41,8 +90,22 @@ def ops_with_windows(case: Case):
         n += op.tokens
 
 
+def _fed(stream) -> list:
+    """The ops of a stream that feed tokens."""
+    return [op for _, op in stream if op.tokens > 0]
+
+
+# -- predicates ---------------------------------------------------------------------------------
+
+
 def _window_one(case: Case) -> bool:
+    """A token fed at W = 1 (a cache layer holds it)."""
     return any(w == 1 and op.tokens > 0 for w, _, op in ops_with_windows(case))
+
+
+def _window_one_cached(case: Case) -> bool:
+    """A W = 1 stream with a call after the first one (a model reads the cache back)."""
+    return any(w == 1 and len(_fed(s)) >= 2 for w, s in case.streams())
 
 
 def _empty_update_when_full(case: Case) -> bool:
@@ -53,57 +116,162 @@ def _empty_update(case: Case) -> bool:
     return any(isinstance(op, Chunk) and op.n == 0 for op in case.ops)
 
 
-def _legacy_not_prefill_then_decode(case: Case) -> bool:
-    """4.45 sliding buffers are right only for: one prefill of >= W tokens at the start of a stream
-    (or none, staying below W - 1 tokens), then single-token decoding."""
-    for w, n, op in ops_with_windows(case):
-        k = op.tokens
-        if k == 0:
-            continue
-        first = n == 0
-        if first and k >= w:
-            continue  # the supported prefill
-        if n >= w and k == 1:
-            continue  # decoding on a full buffer
-        if n + k <= w - 1 and (first or k == 1):
-            continue  # filling, never touching the last slot
-        return True
-    return False
+def _decode_through_w_minus_1(case: Case) -> bool:
+    """hf-445-sliding-cache part 1: a single token at position ``W - 1`` after cached tokens (a stream
+    that reaches ``W`` without a prefill of ``>= W``)."""
+    return any(op.tokens == 1 and n == w - 1 and n >= 1 for w, n, op in ops_with_windows(case))
 
 
-def _legacy_model_unsupported(case: Case) -> bool:
-    """The model-level form: a stream that reaches ``W`` tokens must start with one prefill of
-    ``>= W`` tokens and continue with single decoded tokens only (in generate mode a chunk after
-    generated tokens is fed together with the last of them, a multi-token update)."""
+def _chunk_after_cached(case: Case) -> bool:
+    """hf-445-sliding-cache parts 2/3: a chunk of ``>= 2`` tokens after cached tokens."""
+    return any(op.tokens >= 2 and n >= 1 for _, n, op in ops_with_windows(case))
+
+
+def _model_chunk_after_cached(case: Case) -> bool:
+    """The model-level form of parts 2/3: a stream that reaches ``W`` tokens and feeds a chunk after its
+    first call (in generate mode a chunk after generated tokens is fed together with the last of them,
+    a multi-token update, so a chunk of one counts too)."""
     for w, stream in case.streams():
-        seg = [op for _, op in stream if op.tokens > 0]
-        total = sum(op.tokens for op in seg)
-        if total <= w - 1:
-            continue
-        if not (isinstance(seg[0], Chunk) and seg[0].n >= w):
-            return True
-        if any(not isinstance(op, Push) for op in seg[1:]):
+        fed = _fed(stream)
+        if sum(op.tokens for op in fed) >= w and any(isinstance(op, Chunk) for op in fed[1:]):
             return True
     return False
 
 
-FINDINGS = (
-    Finding("hf-sliding-window-1", "docs/findings/hf-sliding-window-1.md",
-            frozenset({("dynamic", "layers"), ("mistral", "layers"), ("gemma2", "layers")}), _window_one),
-    Finding("hf-static-sliding-empty-update", "docs/findings/hf-static-sliding-empty-update.md",
-            frozenset({("static", "layers")}), _empty_update_when_full),
-    Finding("hf-static-sliding-empty-update", "docs/findings/hf-static-sliding-empty-update.md",
-            frozenset({("static", "legacy")}), _empty_update),
-    Finding("hf-445-sliding-cache", "docs/findings/hf-445-sliding-cache.md",
-            frozenset({("static", "legacy")}), _legacy_not_prefill_then_decode),
-    Finding("hf-445-sliding-cache", "docs/findings/hf-445-sliding-cache.md",
-            frozenset({("gemma2", "legacy")}), _legacy_model_unsupported),
+def _reset_same_window_after_tokens(case: Case) -> bool:
+    """``reset:W`` to the stream's own window after the layer held tokens, then any update: the adapter
+    resets the same layer object through transformers' ``reset()`` (a reset to another window builds
+    a new one)."""
+    w, held, after_reset = case.window, False, False
+    for op in case.ops:
+        if isinstance(op, Reset):
+            if op.window == w:
+                after_reset = after_reset or held
+            else:
+                w, held, after_reset = op.window, False, False
+            continue
+        if after_reset:
+            return True
+        held = held or op.tokens > 0
+    return False
+
+
+def _beyond_window(case: Case) -> bool:
+    """A stream longer than its window (a query with a key outside it)."""
+    return any(sum(op.tokens for op in _fed(s)) > w for w, s in case.streams())
+
+
+def _decode_after_prefill(case: Case) -> bool:
+    """A stream with a call after its first (the prefill)."""
+    return any(len(_fed(s)) >= 2 for _, s in case.streams())
+
+
+def _in_padded_row(error: BaseException) -> bool:
+    return bool(getattr(error, "padded", False))
+
+
+# -- the table ------------------------------------------------------------------------------------
+
+#: Every family target (``hf:<model_type>``) of :data:`impl.hf.families.FAMILIES`, by name.
+FAMILY_KINDS = frozenset(f"hf:{mt}" for mt in ("mistral", "mixtral", "qwen2", "qwen3", "gemma2", "gemma3_text",
+                                                "cohere2", "phi3", "starcoder2", "gpt_oss"))
+#: Family targets whose default cache on the legacy API is the whole-model static sliding cache.
+HYBRID_KINDS = frozenset({"hf:gemma2", "hf:gemma3_text", "hf:cohere2", "hf:gpt_oss"})
+_LAYERS_API = ("4.57-5.24",)
+_LEGACY_API = ("4.45-4.56",)
+
+FINDINGS: tuple[Finding, ...] = (
+    # the cache targets and hf-mistral / hf-gemma2 read the stored keys back after every op
+    Finding("hf-sliding-window-1", frozenset({"dynamic", "mistral", "gemma2"}), _LAYERS_API,
+            ("4.57.6", "5.0.0", "5.10.4", "5.20.2", "5.24.0"), _window_one, "a token fed at W = 1"),
+    # the family targets see it in the logits of a call on the cache
+    Finding("hf-sliding-window-1", FAMILY_KINDS, _LAYERS_API,
+            ("4.57.6", "5.0.0", "5.10.4", "5.20.2", "5.24.0"), _window_one_cached,
+            "a W = 1 stream with a call after its first"),
+    Finding("hf-static-sliding-empty-update", frozenset({"static"}), ("4.45-4.55",),
+            ("4.45.2", "4.46.3", "4.47.1", "4.48.3", "4.49.0", "4.50.3", "4.51.3", "4.52.4", "4.53.3", "4.54.1",
+             "4.55.4"), _empty_update, "an empty chunk"),
+    Finding("hf-static-sliding-empty-update", frozenset({"static"}), ("4.56-5.24",),
+            ("4.56.2", "4.57.6", "5.0.0", "5.10.4", "5.20.2", "5.24.0"), _empty_update_when_full,
+            "an empty chunk once the window is full"),
+    # part 1: early eviction at W - 1 (fixed in 4.52)
+    Finding("hf-445-sliding-cache", frozenset({"static", "gemma2"}) | HYBRID_KINDS, ("4.45-4.51",),
+            ("4.45.2", "4.46.3", "4.47.1", "4.48.3", "4.49.0", "4.50.3", "4.51.3"), _decode_through_w_minus_1,
+            "part 1: one token at position W - 1 after cached tokens"),
+    # parts 2/3: a chunk after cached tokens on the static sliding buffer (fixed in 4.57)
+    Finding("hf-445-sliding-cache", frozenset({"static"}), _LEGACY_API,
+            ("4.45.2", "4.46.3", "4.47.1", "4.48.3", "4.49.0", "4.50.3", "4.51.3", "4.52.4", "4.53.3", "4.54.1",
+             "4.55.4", "4.56.2"), _chunk_after_cached,
+            "parts 2/3: a chunk of 2 or more after cached tokens"),
+    Finding("hf-445-sliding-cache", frozenset({"gemma2"}) | HYBRID_KINDS, _LEGACY_API,
+            ("4.45.2", "4.46.3", "4.47.1", "4.48.3", "4.49.0", "4.50.3", "4.51.3", "4.52.4", "4.53.3", "4.54.1",
+             "4.55.4", "4.56.2"), _model_chunk_after_cached,
+            "parts 2/3: a stream reaching W with a chunk after its first call"),
+    Finding("hf-dynamic-reset-stale", frozenset({"dynamic"}), ("4.57-5.17",),
+            ("4.57.6", "5.0.0", "5.10.4", "5.12.1", "5.15.1", "5.17.0"), _reset_same_window_after_tokens,
+            "an update after reset:W to the same window once the layer held tokens"),
+    Finding("hf-window-ignored", frozenset({"hf:mixtral", "hf:qwen2", "hf:phi3", "hf:starcoder2"}), ("4.45",),
+            ("4.45.2",), _beyond_window,
+            "a stream longer than W"),
+    Finding("hf-window-ignored", frozenset({"hf:qwen2"}), ("4.48",), ("4.48.3",), _beyond_window, "a stream longer than W"),
+    Finding("hf-gemma2-padded-decode-mask", frozenset({"hf:gemma2"}), ("4.45-4.47",),
+            ("4.45.2", "4.46.3", "4.47.1"), _decode_after_prefill,
+            "a left-padded row with a call after the prefill", failure=_in_padded_row),
 )
 
 
-def known_hit(kind: str, api: str, case: Case) -> Finding | None:
-    """The first finding that applies to this target and API and that the case exercises."""
-    for f in FINDINGS:
-        if (kind, api) in f.applies and f.hits(case):
-            return f
-    return None
+def applicable(kind: str, release: str) -> list[Finding]:
+    """The rows that apply to target ``kind`` on ``release``."""
+    return [f for f in FINDINGS if f.applies(kind, release)]
+
+
+def hits(kind: str, release: str, cases: Iterable[Case]) -> list[Finding]:
+    """The rows that apply to ``kind`` on ``release`` and that one of ``cases`` (the views of one case a
+    target runs) exercises, one per id, in table order."""
+    cases = list(cases)
+    out: dict[str, Finding] = {}
+    for f in applicable(kind, release):
+        if f.id not in out and any(f.hits(c) for c in cases):
+            out[f.id] = f
+    return list(out.values())
+
+
+def known_hit(kind: str, release: str, case: Case) -> Finding | None:
+    """The first finding that applies to this target and release and that the case exercises."""
+    found = hits(kind, release, [case])
+    return found[0] if found else None
+
+
+# -- the notes' release tables ----------------------------------------------------------------------
+
+#: The markers around the release table of each note (``docs/findings/<id>.md``), written from this
+#: table by ``scripts/compat_table.py --write``; ``tests/test_hf_findings.py`` checks they agree.
+BLOCK_BEGIN = "<!-- releases: written by scripts/compat_table.py from fuzz/targets/hf/findings.py -->"
+BLOCK_END = "<!-- /releases -->"
+
+
+def target_name(kind: str) -> str:
+    """A finding kind as the ``--target`` it applies to (``static`` -> ``hf-static``)."""
+    return kind if kind.startswith("hf:") else f"hf-{kind}"
+
+
+def release_block(finding_id: str) -> str:
+    """The note's table of the rows of ``finding_id``: targets, the minor series it applies to, the
+    releases the matrix reproduced it on."""
+    rows = [f for f in FINDINGS if f.id == finding_id]
+    if not rows:
+        raise KeyError(f"no finding {finding_id!r} in fuzz/targets/hf/findings.py")
+    lines = [BLOCK_BEGIN, "", "| cases | targets | applies to (minor series) | reproduced on (`scripts/hf_matrix.sh`) |",
+             "|---|---|---|---|"]
+    for f in rows:
+        cases = f.cases or "every case"
+        targets = ", ".join(f"`{t}`" for t in sorted(target_name(k) for k in f.kinds))
+        spans = ", ".join(s.replace("-", " – ") for s in f.releases)
+        lines.append(f"| {cases} | {targets} | {spans} | {', '.join(f.seen)} |")
+    return "\n".join(lines + ["", BLOCK_END])
+
+
+def note_block(text: str) -> str | None:
+    """The release table block of a note's ``text``, or ``None`` where it has none."""
+    a, b = text.find(BLOCK_BEGIN), text.find(BLOCK_END)
+    return None if a < 0 or b < a else text[a:b + len(BLOCK_END)]

@@ -45,10 +45,9 @@ import numpy as np
 import torch
 
 from fuzz.ops import Case, Chunk, Op, Push
-from fuzz.oracle import SpecStream
 from fuzz.targets.base import Mismatch, RunStats, Target
 from fuzz.targets.hf import conventions as hf_conventions
-from fuzz.targets.hf.base import HFTarget, _hf
+from fuzz.targets.hf.base import HFTarget, _hf, case_stats, probed
 from impl.decoder import torch_threads
 from impl.hf import reference
 from impl.hf.models import VOCAB, TinyModels, attn_impls
@@ -87,14 +86,8 @@ class HFModelTarget(HFTarget):
 
     # -- running a case
 
-    def run(self, case: Case) -> RunStats:
-        self.skip_known(case)
-        window, ops = case.window, case.ops
-        stats = RunStats()
-        spec = SpecStream(window, 1)
-        for op in ops:
-            stats.phases |= spec.apply(op)
-            stats.tokens += op.tokens
+    def run_case(self, case: Case) -> RunStats:
+        stats = case_stats(case)
         base = _case_seed(case)
         with torch_threads(1):  # tiny matrices: one thread is ~10x faster than contending ones
             for mode in self.modes:
@@ -122,8 +115,8 @@ class HFModelTarget(HFTarget):
                 try:
                     logits, cache2 = self.models.call(model, history[fed:], cache, fed)
                 except Exception as e:  # noqa: BLE001
-                    raise Mismatch(self.name, i, op, f"{tag} forward of {len(history) - fed} tokens at position "
-                                                     f"{fed} (W={w}) raised {type(e).__name__}: {e}") from e
+                    raise self.raised(i, op, f"{tag} forward of {len(history) - fed} tokens at position {fed} "
+                                             f"(W={w})", e) from e
                 cache = cache2 if cache is None else cache
                 positions = list(range(start, len(history)))
                 logit_rows.append((i, op, positions, logits[-len(positions):]))
@@ -164,9 +157,8 @@ class HFModelTarget(HFTarget):
                         try:
                             new, logits, cache2 = self.models.generate(model, history, cache, g)
                         except Exception as e:  # noqa: BLE001
-                            raise Mismatch(self.name, gi, gop, f"{tag} generate(max_new_tokens={g}) after a "
-                                                               f"{prompt_len}-token prompt (W={w}) raised "
-                                                               f"{type(e).__name__}: {e}") from e
+                            raise self.raised(gi, gop, f"{tag} generate(max_new_tokens={g}) after a "
+                                                       f"{prompt_len}-token prompt (W={w})", e) from e
                         cache = cache2
                         if len(new) != g:
                             raise Mismatch(self.name, gi, gop, f"{tag} generate returned {len(new)} tokens, "
@@ -194,7 +186,7 @@ class HFModelTarget(HFTarget):
                 if lg.shape != ref.shape:
                     raise Mismatch(self.name, i, op, f"{tag} logits shape {tuple(lg.shape)} != {tuple(ref.shape)}")
                 err = (lg - ref).abs()
-                bad = err > ATOL + RTOL * ref.abs()
+                bad = ~(err <= ATOL + RTOL * ref.abs())  # a NaN disagrees too
                 if bad.any():
                     r = int(bad.any(dim=-1).nonzero()[0])
                     raise Mismatch(self.name, i, op,
@@ -224,10 +216,16 @@ class HFModelTarget(HFTarget):
 
 
 def make_hf_mistral() -> Target:
+    from impl.hf.models import probe
+
     _hf()
+    probed(probe, "mistral")
     return HFModelTarget("mistral")
 
 
 def make_hf_gemma2() -> Target:
+    from impl.hf.models import probe
+
     _hf()
+    probed(probe, "gemma2")
     return HFModelTarget("gemma2")

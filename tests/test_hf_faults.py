@@ -1,0 +1,100 @@
+"""A transformers release the adapters cannot drive is never a finding: the probe at resolve time makes
+the target unavailable, naming the release and the API (--target: a usage error; --list-targets: the
+reason); an exception the adapter raises during a run is a HarnessFault (never a seed); an exception
+transformers raises on a spec-valid op stays a finding."""
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from fuzz.cli import main  # noqa: E402
+from fuzz.ops import Case, Chunk, Push  # noqa: E402
+from fuzz.results import TargetResult  # noqa: E402
+from fuzz.targets import registry  # noqa: E402
+from fuzz.targets.base import HARNESS, HarnessFault, Mismatch, TargetError, failure_kind  # noqa: E402
+from fuzz.targets.hf import base as hf_base  # noqa: E402
+from fuzz.targets.hf.caches import HFCacheTarget  # noqa: E402
+from impl.hf import caches, compat, families, models  # noqa: E402
+
+RELEASE = compat.info().transformers
+
+
+def _incompatible(api):
+    def probe(*args):
+        raise compat.incompatible(api, "got an unexpected keyword argument 'batch_size'")
+    return probe
+
+
+@pytest.mark.parametrize("name, module, attr", [("hf-static", caches, "probe"), ("hf-dynamic", caches, "probe"),
+                                                ("hf-gemma2", models, "probe"), ("hf:mistral", families, "probe")])
+def test_an_incompatible_release_makes_the_target_unavailable(monkeypatch, capsys, tmp_path, name, module, attr):
+    monkeypatch.setattr(module, attr, _incompatible("HybridCache.__init__"))
+    target, why = registry.probe(name)
+    assert target is None and f"transformers {RELEASE}: HybridCache.__init__" in why
+    with pytest.raises(TargetError, match=f"not available here: transformers {RELEASE}"):
+        registry.resolve(name)
+    rc = main(["fuzz", "--target", name, "--time", "1", "--seeds-dir", str(tmp_path / "s")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "HybridCache.__init__" in err[0] and RELEASE in err[0]
+    assert not (tmp_path / "s").exists()
+    assert main(["fuzz", "--list-targets"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.split()[0] == name)
+    assert f"unavailable: transformers {RELEASE}: HybridCache.__init__" in line
+
+
+def test_an_adapter_exception_during_a_run_is_a_harness_fault(monkeypatch):
+    """The adapter reading a tensor that is not there (4.54's ``key_cache[0]`` after reset was ``None``)."""
+    def broken_rows(t):
+        return None.detach()  # noqa - the adapter bug itself
+
+    monkeypatch.setattr(caches, "_rows", broken_rows)
+    for strict in (False, True):
+        with pytest.raises(HarnessFault) as e:
+            HFCacheTarget("dynamic", strict=strict).run(Case(3, [Chunk(4), Push()]))
+        assert failure_kind(e.value) == HARNESS
+        assert f"adapter error on transformers {RELEASE}" in e.value.reason and "AttributeError" in e.value.reason
+        assert "impl/hf/caches.py" in e.value.reason or "test_hf_faults.py" in e.value.reason
+
+
+def test_an_incompatibility_found_mid_run_is_a_harness_fault(monkeypatch):
+    def gone(layer, n, k):
+        raise compat.incompatible("DynamicSlidingWindowLayer.get_mask_sizes(x)", "neither a query length nor ...")
+
+    monkeypatch.setattr(compat, "mask_sizes", gone)
+    with pytest.raises(HarnessFault, match="get_mask_sizes"):
+        HFCacheTarget("dynamic").run(Case(3, [Chunk(4)]))
+
+
+def test_an_exception_raised_inside_transformers_is_the_implementations():
+    from transformers import cache_utils
+
+    try:
+        cache_utils.DynamicCache().update(None, None, 0)  # raises inside transformers
+    except Exception as e:  # noqa: BLE001
+        inside = e
+    assert hf_base.from_transformers(inside)
+    try:
+        None.detach()  # noqa
+    except AttributeError as e:
+        assert not hf_base.from_transformers(e)
+    assert not hf_base.from_transformers(compat.incompatible("x", "y"))
+
+
+@pytest.mark.skipif(compat.info().api != "layers", reason="the 5.x static layer raises once full (W > 2)")
+def test_transformers_raising_on_a_valid_op_stays_a_finding():
+    """docs/findings/hf-static-sliding-empty-update.md: W = 3, an empty update once full raises in transformers."""
+    with pytest.raises(Mismatch, match="raised RuntimeError") as e:
+        HFCacheTarget("static", strict=True).run(Case(3, [Chunk(3), Chunk(0)]))
+    assert failure_kind(e.value) != HARNESS
+
+
+@pytest.mark.skipif(not hasattr(TargetResult("x"), "faults"),
+                    reason="the campaign's harness-fault handling (TargetResult.faults) is issue 13's, branch crash")
+def test_a_campaign_never_saves_a_harness_fault_as_a_seed(monkeypatch, tmp_path):
+    from fuzz.campaign import fuzz_target
+    from fuzz.config import CampaignConfig
+
+    monkeypatch.setattr(caches, "_rows", lambda t: None.detach())
+    res = fuzz_target(HFCacheTarget("dynamic"), CampaignConfig(seconds=10, campaign_seed=0, seeds_dir=str(tmp_path)))
+    assert not res.failures and res.faults and "adapter error" in res.faults[0]
+    assert not list(tmp_path.iterdir())

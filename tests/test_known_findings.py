@@ -1,0 +1,122 @@
+"""Known findings are reported, never hidden: a case that hits a written-up finding runs; a failure the
+finding explains is counted as reproduced (exit 1 unless --accept-known), a pass as not reproduced, a
+failure it does not explain is an ordinary finding; --skip-known leaves the cases out and says how
+many. On a stand-in target (tests/support/known.py) so every branch runs on any release."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fuzz.campaign import fuzz_target
+from fuzz.cli import main
+from fuzz.config import CampaignConfig
+from fuzz.ops import Case, Chunk, Push, Reset
+from fuzz.results import TargetResult, merge
+from fuzz.targets import registry
+from fuzz.targets.base import Mismatch
+from fuzz.targets.hf import findings
+from tests.support.known import FINDING, RELEASE, WindowTwoBug
+
+
+@pytest.fixture(autouse=True)
+def fake_finding(monkeypatch):
+    monkeypatch.setattr(findings, "FINDINGS", findings.FINDINGS + (FINDING,))
+    monkeypatch.setitem(registry.BUILTIN, "fake-known", ("tests.support.known:make_known", False))
+    monkeypatch.setitem(registry.BUILTIN, "fake-fixed", ("tests.support.known:make_fixed", False))
+
+
+def test_a_failure_the_finding_explains_is_recorded_as_reproduced():
+    stats = WindowTwoBug().run(Case(2, (Push(), Push(), Push(), Push())))
+    assert stats.known == {"fake-window-2": True}
+    assert stats.tokens == 4 and "first-eviction" in stats.phases  # the case's coverage still counts
+
+
+def test_a_case_that_hits_the_finding_and_passes_is_not_reproduced():
+    assert WindowTwoBug().run(Case(2, (Push(), Push()))).known == {"fake-window-2": False}
+    assert WindowTwoBug(fixed=True).run(Case(2, (Chunk(5),))).known == {"fake-window-2": False}
+
+
+def test_a_case_that_misses_the_finding_records_nothing():
+    assert WindowTwoBug().run(Case(3, (Push(), Push(), Push()))).known == {}
+
+
+def test_a_failure_the_finding_does_not_explain_is_an_ordinary_mismatch():
+    """The case hits the finding (its second stream has W=2), but fails before it: bug B."""
+    case = Case(3, (Chunk(5), Reset(2), Push(), Push(), Push()))
+    with pytest.raises(Mismatch, match="bug B"):
+        WindowTwoBug(chunk5=True).run(case)
+    # The same case with bug B gone reproduces the finding at op #4.
+    assert WindowTwoBug().run(case).known == {"fake-window-2": True}
+
+
+def test_skip_known_runs_nothing_and_strict_raises():
+    t = WindowTwoBug()
+    t.skip_known = True
+    stats = t.run(Case(2, (Push(), Push(), Push())))
+    assert stats.known == {"fake-window-2": None} and stats.tokens == 0 and not t.ran
+    with pytest.raises(Mismatch, match="bug A"):
+        WindowTwoBug(strict=True).run(Case(2, (Push(), Push(), Push())))
+
+
+def test_the_finding_applies_only_to_its_kind_and_releases():
+    assert FINDING.applies("fake", RELEASE) and FINDING.applies("fake", "9.9.0")
+    assert not FINDING.applies("fake", "9.8.3") and not FINDING.applies("dynamic", RELEASE)
+    assert findings.in_span("4.50.3", "4.45-4.51") and not findings.in_span("4.52.0", "4.45-4.51")
+    assert findings.in_span("5.10.4", "4.57-5.17") and findings.in_span("4.48.1", "4.48")
+
+
+def test_the_campaign_counts_known_findings_per_target(tmp_path):
+    res = fuzz_target(WindowTwoBug(), CampaignConfig(seconds=20, max_examples=150, campaign_seed=0,
+                                                     seeds_dir=str(tmp_path)))
+    assert not res.failures and not list(tmp_path.iterdir())  # a known finding is never a seed
+    counts = res.known["fake-window-2"]
+    assert counts["reproduced"] > 0 and counts["not_reproduced"] > 0 and counts["skipped"] == 0
+    assert res.known_reproduced == ["fake-window-2"]
+    again = TargetResult.from_json(json.loads(json.dumps(res.to_json())))
+    assert again.known == res.known
+    both = merge(res.name, [res, again])
+    assert both.known["fake-window-2"]["reproduced"] == 2 * counts["reproduced"]
+
+
+def test_skip_known_campaign_counts_skips(tmp_path):
+    res = fuzz_target(WindowTwoBug(), CampaignConfig(seconds=20, max_examples=150, campaign_seed=0,
+                                                     seeds_dir=str(tmp_path), skip_known=True))
+    counts = res.known["fake-window-2"]
+    assert counts["skipped"] > 0 and counts["reproduced"] == counts["not_reproduced"] == 0
+
+
+def _fuzz(capsys, tmp_path, target, *flags):
+    rep = tmp_path / "r.json"
+    rc = main(["fuzz", "--target", target, "--time", "5", "--max-examples", "150", "--seed", "0", "--plain",
+               "--seeds-dir", str(tmp_path / "s"), "--db", str(tmp_path / "db"), "--report", str(rep), *flags])
+    return rc, capsys.readouterr().out, json.loads(rep.read_text())
+
+
+def test_a_reproduced_known_finding_exits_1_and_is_named(tmp_path, capsys):
+    rc, out, doc = _fuzz(capsys, tmp_path, "fake-known")
+    assert rc == 1 and doc["exit_code"] == 1
+    assert f"known finding fake-window-2 reproduced on transformers {RELEASE} by fake-known (" in out
+    assert "docs/findings/fake-window-2.md" in out and "KNOWN" in out
+    assert doc["targets"][0]["known_findings"]["fake-window-2"]["reproduced"] > 0
+    assert not (tmp_path / "s").exists()  # no seed
+
+
+def test_accept_known_exits_0(tmp_path, capsys):
+    rc, out, doc = _fuzz(capsys, tmp_path, "fake-known", "--accept-known")
+    assert rc == 0 and "known finding fake-window-2 reproduced" in out
+    assert doc["config"]["accept_known"] is True
+
+
+def test_a_finding_that_no_longer_reproduces_is_reported(tmp_path, capsys):
+    rc, out, _ = _fuzz(capsys, tmp_path, "fake-fixed")
+    assert rc == 0
+    assert f"finding fake-window-2 not reproduced on transformers {RELEASE} by fake-fixed (" in out
+
+
+def test_skip_known_says_how_many_it_skipped(tmp_path, capsys):
+    rc, out, doc = _fuzz(capsys, tmp_path, "fake-known", "--skip-known")
+    assert rc == 0
+    skipped = doc["targets"][0]["known_findings"]["fake-window-2"]["skipped"]
+    assert skipped > 0 and f"--skip-known: fake-known skipped {skipped} cases that hit known findings" in out
