@@ -69,6 +69,10 @@ def known_cell(r: TargetResult) -> str:
                     if total[k])
 
 
+def _cases(n: int) -> str:
+    return f"{n} case" + ("" if n == 1 else "s")
+
+
 def known_lines(results: list[TargetResult]) -> list[str]:
     """One line per target and known finding its cases hit: reproduced (a finding the campaign reports),
     not reproduced (like a strict xfail that passed), or skipped (``--skip-known``)."""
@@ -79,13 +83,13 @@ def known_lines(results: list[TargetResult]) -> list[str]:
             doc = f"docs/findings/{fid}.md"
             if c.get("reproduced"):
                 out.append(f"known finding {fid} reproduced on transformers {release} by {r.name} "
-                           f"({c['reproduced']} cases): {doc}")
+                           f"({_cases(c['reproduced'])}): {doc}")
             if c.get("not_reproduced"):
                 out.append(f"finding {fid} not reproduced on transformers {release} by {r.name} "
-                           f"({c['not_reproduced']} cases that hit it passed)")
+                           f"({_cases(c['not_reproduced'])} that hit it passed)")
         skipped = {fid: c.get("skipped", 0) for fid, c in r.known.items() if c.get("skipped")}
         if skipped:
-            out.append(f"--skip-known: {r.name} skipped {sum(skipped.values())} cases that hit known findings ("
+            out.append(f"--skip-known: {r.name} skipped {_cases(sum(skipped.values()))} that hit known findings ("
                        + ", ".join(f"{fid}: {n}" for fid, n in skipped.items()) + ")")
     return out
 

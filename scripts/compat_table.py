@@ -201,8 +201,9 @@ def readme_block(rows: dict[str, dict[str, str]]) -> str:
             f"{len(rows)} releases of [`docs/compat.md`](docs/compat.md)")
     text += (", with no harness fault." if not bad else
              f"; the adapters cannot drive {', '.join(bad)} (harness faults in the table).")
+    with_known = [r for r in rows if any(c.startswith("known:") for c in rows[r].values())]
     if known:
-        text += (" Written-up findings reproduce on some of them ("
+        text += (f" Written-up findings reproduce on {len(with_known)} of them ("
                  + ", ".join(f"[{k}](docs/findings/{k}.md)" for k in known)
                  + "): a default campaign there exits 1 naming them (`--accept-known` accepts them).")
     if findings_:

@@ -57,11 +57,11 @@ def test_an_adapter_exception_during_a_run_is_a_harness_fault(monkeypatch):
 
 
 def test_an_incompatibility_found_mid_run_is_a_harness_fault(monkeypatch):
-    def gone(layer, n, k):
-        raise compat.incompatible("DynamicSlidingWindowLayer.get_mask_sizes(x)", "neither a query length nor ...")
+    def gone(cache, index):
+        raise compat.incompatible("DynamicCache.key_cache / .layers", "the cache has neither")
 
-    monkeypatch.setattr(compat, "mask_sizes", gone)
-    with pytest.raises(HarnessFault, match="get_mask_sizes"):
+    monkeypatch.setattr(compat, "layer_kv", gone)
+    with pytest.raises(HarnessFault, match="key_cache / .layers"):
         HFCacheTarget("dynamic").run(Case(3, [Chunk(4)]))
 
 

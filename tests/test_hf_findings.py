@@ -84,8 +84,8 @@ def test_445_chunk_after_cached_tokens():
 
 
 def test_default_targets_run_a_known_case_and_report_it():
-    """A case that hits a written-up finding runs (it used to be left out silently) and the target
-    records that the finding reproduced; --skip-known's mode leaves it out and says so. The empty update
+    """A case that hits a written-up finding runs and the target records that the finding reproduced
+    (a silent skip would hide any other bug of the case); --skip-known's mode leaves it out and says so. The empty update
     once full is a finding on every release (three ways: docs/findings/hf-static-sliding-empty-update.md)."""
     case = Case(2, [Chunk(2), Chunk(0)])
     assert make_hf_static().run(case).known == {"hf-static-sliding-empty-update": True}

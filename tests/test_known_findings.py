@@ -120,3 +120,36 @@ def test_skip_known_says_how_many_it_skipped(tmp_path, capsys):
     assert rc == 0
     skipped = doc["targets"][0]["known_findings"]["fake-window-2"]["skipped"]
     assert skipped > 0 and f"--skip-known: fake-known skipped {skipped} cases that hit known findings" in out
+
+
+@pytest.mark.parametrize("predicate, window, ops, hit", [
+    ("_reset_same_window_after_tokens", 3, "chunk:3 reset:3 push", True),
+    ("_reset_same_window_after_tokens", 3, "chunk:3 reset:3 chunk:0", True),
+    ("_reset_same_window_after_tokens", 3, "reset:3 push", False),           # nothing held yet
+    ("_reset_same_window_after_tokens", 3, "chunk:3 reset:2 push", False),    # another window: a new layer
+    ("_reset_same_window_after_tokens", 3, "chunk:3 reset:2 reset:2 push", False),
+    ("_reset_same_window_after_tokens", 3, "chunk:3 reset:3", False),         # no update after it
+    ("_decode_through_w_minus_1", 3, "push push push", True),
+    ("_decode_through_w_minus_1", 3, "chunk:2 push", True),
+    ("_decode_through_w_minus_1", 3, "chunk:3 push", False),
+    ("_decode_through_w_minus_1", 1, "push push", False),
+    ("_chunk_after_cached", 3, "push chunk:2", True),
+    ("_chunk_after_cached", 3, "chunk:5 push push", False),
+    ("_model_chunk_after_cached", 3, "chunk:3 push chunk:1", True),
+    ("_model_chunk_after_cached", 3, "chunk:1 chunk:1", False),              # never reaches W
+    ("_beyond_window", 3, "chunk:4", True),
+    ("_beyond_window", 3, "chunk:3 reset:5 chunk:5", False),
+    ("_window_one_cached", 1, "chunk:3 push", True),
+    ("_window_one_cached", 1, "chunk:3", False),
+    ("_empty_update_when_full", 2, "chunk:2 chunk:0", True),
+    ("_empty_update_when_full", 2, "chunk:1 chunk:0", False),
+])
+def test_the_predicates_read_the_ops_as_their_notes_say(predicate, window, ops, hit):
+    assert getattr(findings, predicate)(Case.parse(window, ops)) is hit
+
+
+def test_explains_needs_the_trigger_before_the_failure():
+    f = findings.Finding("x", frozenset({"fake"}), ("9.9",), ("9.9.1",), findings._decode_through_w_minus_1)
+    case = Case.parse(3, "chunk:5 reset:3 push push push")
+    assert f.explains(case, Mismatch("t", 4, Push(), "at the third push"))
+    assert not f.explains(case, Mismatch("t", 0, Chunk(5), "at the first chunk"))

@@ -51,6 +51,8 @@ from fuzz.ops import Case, Chunk, Op, Push
 from fuzz.targets.base import Mismatch, RunStats, Target, TargetError
 from fuzz.targets.hf.base import HFTarget, _hf, case_stats, probed
 from impl.decoder import torch_threads
+from impl.hf import compat, families
+from impl.hf.families import ATOL, RTOL, VOCAB, Family, positions
 
 MODES = ("manual", "padded", "generate")
 
@@ -75,8 +77,6 @@ def spec_masks(layer_types: Sequence[str], window: int, attention_mask: torch.Te
     """Boolean ``[B, 1, T, T]`` masks per layer type from the spec: in a sliding layer the query at
     position ``t`` sees ``p`` iff ``pyspec.in_window(window, t, p)``; in a full layer iff ``p <= t``; a pad
     column (``attention_mask`` 0) is never seen. Positions count each row's real tokens from 0."""
-    from impl.hf.families import positions
-
     B, T = attention_mask.shape
     pos = positions(attention_mask)
     real = attention_mask.bool()
@@ -110,8 +110,6 @@ class HFFamilyTarget(HFTarget):
     def __init__(self, model_type: str, *, attns: Optional[Sequence[str]] = None, strict: bool = False,
                  window_shift: int = 0, ignore_window: bool = False, modes: Sequence[str] = MODES,
                  seed: int = 0, name: Optional[str] = None):
-        from impl.hf.families import Family
-
         bad = [m for m in modes if m not in MODES]
         if bad:
             raise ValueError(f"modes {bad} are not among {MODES}")
@@ -124,19 +122,20 @@ class HFFamilyTarget(HFTarget):
         if attns:
             missing = [a for a in attns if a not in offered]
             if missing:
-                from impl.hf import compat
-
                 why = "; ".join(f"{a}: {self.family.attn_unavailable.get(a, 'not a CPU attention implementation')}"
                                 for a in missing)
                 raise compat.HFUnavailable(f"{self.name}: transformers {self.info.transformers} does not run {why}")
         self.attns = tuple(attns) if attns else tuple(offered)
         self._padded_families: dict[str, object] = {}
 
-    def versions(self) -> dict[str, str]:
-        from impl.hf.families import ATOL, RTOL
+    def tolerances(self) -> dict[str, dict[str, float]]:
+        """Logits against the spec-masked reference: ``|got - ref| <= atol + rtol * |ref|``."""
+        return {"logits": {"atol": ATOL, "rtol": RTOL}}
 
+    def versions(self) -> dict[str, str]:
+        tol = self.tolerances()["logits"]
         return dict(super().versions(), attention=",".join(self.attns),
-                    tolerance=f"|logits - ref| <= {ATOL:g} + {RTOL:g} * |ref|")
+                    tolerance=f"|logits - ref| <= {tol['atol']:g} + {tol['rtol']:g} * |ref|")
 
     # -- what the findings see
 
@@ -159,8 +158,6 @@ class HFFamilyTarget(HFTarget):
         if not (padded and attn == "eager"):
             return self.family
         if attn not in self._padded_families:
-            from impl.hf.families import Family
-
             f = self.family
             self._padded_families[attn] = Family(f.model_type, seed=f.seed, window_shift=f.window_shift,
                                                  ignore_window=f.ignore_window, dtype=torch.float32)
@@ -176,8 +173,6 @@ class HFFamilyTarget(HFTarget):
                     continue
                 rng = np.random.default_rng([base, epoch])
                 T = sum(op.tokens for _, op in fed)
-                from impl.hf.families import VOCAB
-
                 row = torch.tensor(rng.integers(3, VOCAB, size=(1, T)), dtype=torch.long)
                 longer = torch.tensor(rng.integers(3, VOCAB, size=(1, T + p)), dtype=torch.long)
                 ids2 = torch.cat([longer, torch.cat([torch.zeros(1, p, dtype=torch.long), row], 1)], 0)
@@ -215,8 +210,6 @@ class HFFamilyTarget(HFTarget):
         """``got`` against ``ref`` (``[B, C, V]``) where ``check`` (``[B, C]``) says; ``am`` is the batch's
         attention mask, ``ops[c]`` the op column ``c``'s logits belong to. The earliest column that
         disagrees (a NaN does), as a one-element list."""
-        from impl.hf.families import ATOL, RTOL, positions
-
         err = (got - ref).abs()
         ok = err <= ATOL + RTOL * ref.abs()
         bad = (~ok.all(dim=-1)) & check.bool()
@@ -318,12 +311,10 @@ def parse_spec(rest: str) -> tuple[str, Optional[list[str]]]:
     if not model_type:
         raise TargetError("hf: needs a model type, e.g. hf:mistral (kvwindow fuzz --list-targets lists them)")
     if attns:
-        from impl.hf.families import CPU_ATTENTION
-
         names = [a for a in attns.split(",") if a]
-        bad = [a for a in names if a not in CPU_ATTENTION]
+        bad = [a for a in names if a not in families.CPU_ATTENTION]
         if bad or not names:
-            raise TargetError(f"hf:{rest}: attention implementations are {', '.join(CPU_ATTENTION)}, got {attns!r}")
+            raise TargetError(f"hf:{rest}: attention implementations are {', '.join(families.CPU_ATTENTION)}, got {attns!r}")
         return model_type, names
     return model_type, None
 
@@ -331,16 +322,12 @@ def parse_spec(rest: str) -> tuple[str, Optional[list[str]]]:
 def make_hf_family(rest: str) -> Target:
     """``hf:<model_type>[@attn,...]``: probe the family (:func:`impl.hf.families.probe`), then build it."""
     model_type, attns = parse_spec(rest)
-    from impl.hf import families
-
     _hf()
     if model_type not in families.FAMILIES:
         raise TargetError(f"unknown family hf:{model_type}; known: "
                           + ", ".join(f"hf:{mt}" for mt in families.FAMILIES))
     why = families.available()[model_type]
     if why is not None:
-        from impl.hf import compat
-
         raise compat.HFUnavailable(why)
     probed(families.probe, model_type)
     with torch_threads(1):  # trying each attention implementation runs the model
@@ -349,6 +336,4 @@ def make_hf_family(rest: str) -> Target:
 
 def instances() -> list[str]:
     """Every ``hf:<model_type>`` the registry lists (available here or not): one per family."""
-    from impl.hf.families import FAMILIES
-
-    return [f"hf:{mt}" for mt in FAMILIES]
+    return [f"hf:{mt}" for mt in families.FAMILIES]
