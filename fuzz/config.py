@@ -16,6 +16,16 @@ from typing import Any
 #: The testers a campaign can draw its cases from (:mod:`fuzz.strategies`).
 TESTERS = ("biased", "uniform")
 
+#: The widest window a campaign draws (``--window-max``) and a seed may hold: a case is a few
+#: allocations of ``W`` entries, so every bound here keeps one case far below a gigabyte.
+WINDOW_BOUND = 65_536
+#: The longest chunk a seed may hold (the strategies draw up to ``3 W + 3``).
+CHUNK_BOUND = 4 * WINDOW_BOUND
+#: Default seconds one op of an isolated target may run before the child is killed (a finding).
+OP_TIMEOUT = 5.0
+#: Default address-space limit of an isolated child in MiB (``RLIMIT_AS``; not applied to CUDA targets).
+OP_MEMORY_MB = 4096
+
 
 @dataclass(frozen=True, kw_only=True)
 class CampaignConfig:
@@ -40,6 +50,15 @@ class CampaignConfig:
     seeds_dir: str | None = None
     save_seeds: bool = True
     shrink: bool = True
+    #: Run targets in a supervised child process (:mod:`fuzz.targets.isolated`): ``None`` for the
+    #: native ones only (``ring-c``, ``c:``, C mutants, CUDA), ``True`` for every target, ``False`` for none.
+    isolate: bool | None = None
+    #: Seconds one op of an isolated target may run (``--op-timeout``).
+    op_timeout: float = OP_TIMEOUT
+    #: Address-space limit of an isolated child in MiB (``--op-memory``); ``None``: no limit.
+    op_memory: int | None = OP_MEMORY_MB
+    #: Build the project's C libraries with ASan + UBSan and preload the runtime in the child (``--sanitize``).
+    sanitize: bool = False
 
     def __post_init__(self) -> None:
         if self.tester not in TESTERS:

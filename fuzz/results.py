@@ -19,7 +19,10 @@ from fuzz.targets.base import MISMATCH
 class Failure:
     """One bug a campaign found: the error, the shrunk case and where its seed lives.
 
-    ``kind`` is one of :data:`fuzz.targets.base.FINDINGS` (``mismatch`` or ``crash``)."""
+    ``kind`` is one of :data:`fuzz.targets.base.FINDINGS` (``mismatch`` or ``crash``).
+    ``seed_error`` says why the seed could not be written (the CLI then prints it in full);
+    ``note`` how the case was settled when the campaign could not finish shrinking it
+    (interrupted, out of time, a worker that died)."""
 
     target: str
     error: str
@@ -29,16 +32,22 @@ class Failure:
     replay: str | None = None
     created: bool = True
     kind: str = MISMATCH
+    seed_error: str | None = None
+    note: str | None = None
+    #: A corrupt file that held this seed's id, moved aside to make room (``<id>.json.corrupt``).
+    moved_aside: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"target": self.target, "kind": self.kind, "error": self.error, "case": self.case.to_json(),
                 "seed_id": self.seed_id, "seed_path": self.seed_path, "replay": self.replay,
-                "created": self.created}
+                "created": self.created, "seed_error": self.seed_error, "note": self.note,
+                "moved_aside": self.moved_aside}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Failure":
         return cls(d["target"], d["error"], Case.from_json(d["case"]), d.get("seed_id"), d.get("seed_path"),
-                   d.get("replay"), d.get("created", True), d.get("kind", MISMATCH))
+                   d.get("replay"), d.get("created", True), d.get("kind", MISMATCH), d.get("seed_error"),
+                   d.get("note"), d.get("moved_aside"))
 
 
 @dataclass
@@ -59,6 +68,15 @@ class TargetResult:
     done: bool = False
     workers: int = 1
     campaign_seed: int | None = None
+    #: Why the harness stopped this target (a harness fault, DESIGN §4: never a seed; exit 3), one line each.
+    faults: list[str] = field(default_factory=list)
+    #: What the campaign is doing: ``fuzzing``, ``shrinking`` or ``reducing`` a failure, ``done``.
+    phase: str = "fuzzing"
+    #: The smallest failing case so far while a failure is shrunk or reduced, not yet saved: what the
+    #: parent saves when the worker running it dies.
+    pending: Failure | None = None
+    #: Things the user should know that are neither findings nor faults (e.g. a database that went away).
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def examples_per_s(self) -> float:
@@ -86,6 +104,10 @@ class TargetResult:
             "done": self.done,
             "workers": self.workers,
             "campaign_seed": self.campaign_seed,
+            "harness_faults": list(self.faults),
+            "phase": self.phase,
+            "pending": None if self.pending is None else self.pending.to_json(),
+            "warnings": list(self.warnings),
         }
 
     @classmethod
@@ -95,7 +117,10 @@ class TargetResult:
                    examples_to_fail=d.get("examples_to_fail"), seconds_to_fail=d.get("seconds_to_fail"),
                    tokens_to_fail=d.get("tokens_to_fail"), failures=[Failure.from_json(f) for f in d["failures"]],
                    interrupted=d.get("interrupted", False), done=d.get("done", False),
-                   workers=d.get("workers", 1), campaign_seed=d.get("campaign_seed"))
+                   workers=d.get("workers", 1), campaign_seed=d.get("campaign_seed"),
+                   faults=list(d.get("harness_faults", [])), phase=d.get("phase", "fuzzing"),
+                   pending=None if d.get("pending") is None else Failure.from_json(d["pending"]),
+                   warnings=list(d.get("warnings", [])))
 
 
 def merge(name: str, parts: list[TargetResult]) -> TargetResult:
@@ -110,6 +135,8 @@ def merge(name: str, parts: list[TargetResult]) -> TargetResult:
             m.phases[k] = m.phases.get(k, 0) + v
         m.versions.update(p.versions)
         m.interrupted |= p.interrupted
+        m.faults += [f for f in p.faults if f not in m.faults]
+        m.warnings += [w for w in p.warnings if w not in m.warnings]
         for f in p.failures:
             if f.case.id not in seen:  # two workers that shrink to the same case found one bug
                 seen.add(f.case.id)
@@ -119,4 +146,8 @@ def merge(name: str, parts: list[TargetResult]) -> TargetResult:
         m.examples_to_fail, m.seconds_to_fail, m.tokens_to_fail = \
             first.examples_to_fail, first.seconds_to_fail, first.tokens_to_fail
     m.done = all(p.done for p in parts) and bool(parts)
+    busy = [p.phase for p in parts if not p.done and p.phase != "fuzzing"]
+    m.phase = "done" if m.done else (busy[0] if busy else "fuzzing")
+    pending = [p.pending for p in parts if p.pending is not None and p.pending.case.id not in seen]
+    m.pending = min(pending, key=lambda f: (len(f.case.ops), f.case.tokens), default=None)
     return m

@@ -112,7 +112,7 @@ def boundary_tours(window_max: int = 16, max_tokens: int | None = None) -> list[
     ``max_tokens`` are dropped so each tour fits the target.
     """
     tours = []
-    for w in sorted({1, 2, 3, 5} & set(range(1, window_max + 1))):
+    for w in [w for w in (1, 2, 3, 5) if w <= window_max]:
         ops: list[Op] = [Push()] * (w + 1) + [Chunk(w), Chunk(w + 1), Chunk(1), Chunk(2 * w + 3), Chunk(0),
                                               Reset(w), Chunk(w), Chunk(1), Push()]
         if w + 1 <= window_max:

@@ -163,11 +163,11 @@ def test_ctrl_c_keeps_report_and_seeds(tmp_path):
 
 def test_targets_resolve_once_and_the_report_carries_the_config(tmp_path, capsys, monkeypatch):
     from fuzz.config import CampaignConfig
-    from fuzz.targets import registry
+    from fuzz.targets import isolated
 
     calls = []
-    resolve = registry.resolve
-    monkeypatch.setattr(registry, "resolve", lambda spec: calls.append(spec) or resolve(spec))
+    resolve = isolated.resolve  # the CLI's one resolver (ring-c is built in its isolated child)
+    monkeypatch.setattr(isolated, "resolve", lambda spec, config=None: calls.append(spec) or resolve(spec, config))
     rep = tmp_path / "r.json"
     rc, _, _ = run(capsys, "fuzz", "--target", "pyring", "--target", "ring-c", "--time", "2", "--seed", "5",
                    "--report", str(rep), "--seeds-dir", str(tmp_path / "s"), "--db", str(tmp_path / "db"))

@@ -47,11 +47,13 @@ FINDINGS = (MISMATCH, CRASH)
 class Crash(Exception):
     """The implementation under test died (a signal, an abort), timed out, broke a memory limit, or
     raised on a spec-valid op. ``index``/``op`` name the op that was running (``-1``/``None``: the
-    reset that starts the case); ``signal`` is the signal's name when the process died of one."""
+    reset that starts the case; ``None``/``None``: a target that does not publish its op, see
+    :attr:`Target.op_slot`); ``signal`` is the signal's name when the process died of one."""
 
-    def __init__(self, target: str, index: int, op: Op | None, detail: str, *, signal: str | None = None):
+    def __init__(self, target: str, index: int | None, op: Op | None, detail: str, *, signal: str | None = None):
         self.target, self.index, self.op, self.detail, self.signal = target, index, op, detail, signal
-        where = "at the opening reset" if op is None else f"at op #{index} ({op.text})"
+        where = ("while running the case" if index is None else
+                 "at the opening reset" if op is None else f"at op #{index} ({op.text})")
         super().__init__(f"{target}: {signal + ' ' if signal else ''}{where}: {detail}")
 
 
@@ -95,6 +97,12 @@ class Target(ABC):
     window_max: int | None = None
     #: Largest stream length per case the campaign should generate (model targets are slower).
     max_tokens: int | None = None
+    #: Where :meth:`run` publishes the index of the op it is running (``slot[1] = i``; ``-1`` the
+    #: opening reset), so a supervising process can name the op a native death happened at
+    #: (:mod:`fuzz.targets.isolated`). ``None`` outside a supervised child: the loop skips the write.
+    op_slot = None
+    #: Whether :meth:`run` writes :attr:`op_slot` (a target that does not is named "while running the case").
+    publishes_ops: bool = False
 
     def accepts(self, case: Case) -> str | None:
         """``None`` if the case fits this target, else why not (e.g. a window above ``window_max``)."""

@@ -24,7 +24,7 @@ import numpy as np
 
 from fuzz.ops import Case, Op, Push, Reset
 from fuzz.oracle import PAYLOAD_WIDTH, SpecStream
-from fuzz.targets.base import Mismatch, RunStats, Target, TargetError
+from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats, Target, TargetError
 
 PROTOCOL_METHODS = ("reset", "push", "push_chunk", "contents")
 #: What a cache needs beyond ``reset``/``push`` to be driven with arrays directly.
@@ -126,7 +126,16 @@ def compare_arrays(got: Arrays, want: Arrays) -> str | None:
 
 class CacheTarget(Target):
     """Fuzz any cache: every op is applied to it and to :class:`SpecStream`, and its contents
-    must equal ``lastWindow W history`` after each one."""
+    must equal ``lastWindow W history`` after each one.
+
+    The outcome boundary of DESIGN §4: an exception raised by a call into the cache
+    (``reset``/``push``/``push_arrays``/``read_arrays``) on a spec-valid op is a
+    :class:`~fuzz.targets.base.Crash` naming the op; building the cache or anything the
+    harness does itself (the oracle, the comparison) that raises is a
+    :class:`~fuzz.targets.base.HarnessFault`. Both ``try`` blocks cost nothing until they catch.
+    """
+
+    publishes_ops = True
 
     def __init__(self, name: str, factory: Callable[[], Any], *, width: int = PAYLOAD_WIDTH,
                  window_max: int | None = None):
@@ -134,41 +143,72 @@ class CacheTarget(Target):
         self.window_max = window_max
 
     def run(self, case: Case) -> RunStats:
-        raw = self.factory()
+        try:
+            return self._run(case)
+        except (Mismatch, Crash, HarnessFault):
+            raise
+        except Exception as e:  # noqa: BLE001 - not raised by the cache: the harness failed
+            raise HarnessFault(self.name, f"{type(e).__name__} in the harness: {e}") from e
+
+    def _run(self, case: Case) -> RunStats:
+        try:
+            raw = self.factory()
+        except Exception as e:  # noqa: BLE001
+            raise HarnessFault(self.name, f"cannot build the cache: {type(e).__name__}: {e}") from e
         cache = array_cache(raw, self.width)
         spec = SpecStream(case.window, self.width)
         stats = RunStats()
         phases = stats.phases
-        cache.reset(case.window)
-        self._check(raw, cache, spec, -1, None)
+        slot = self.op_slot
+        try:
+            cache.reset(case.window)
+            got = cache.read_arrays()
+        except UnreadableContents as e:
+            raise Mismatch(self.name, -1, None, str(e)) from None
+        except Exception as e:  # noqa: BLE001 - the cache raised on a spec-valid op
+            raise _crash(self.name, -1, None, e) from e
+        self._check(raw, got, spec, -1, None)
         for i, op in enumerate(case.ops):
+            if slot is not None:
+                slot[1] = i
             kind = type(op)
-            if kind is Reset:
-                cache.reset(op.window)
-            elif kind is Push:
-                cache.push(*spec.next_entry())
-            else:
-                cache.push_arrays(*spec.new_entries(op.n))
+            entry = None if kind is Reset else spec.next_entry() if kind is Push else spec.new_entries(op.n)
+            try:
+                if kind is Reset:
+                    cache.reset(op.window)
+                elif kind is Push:
+                    cache.push(*entry)
+                else:
+                    cache.push_arrays(*entry)
+                got = cache.read_arrays()
+            except UnreadableContents as e:
+                raise Mismatch(self.name, i, op, str(e)) from None
+            except Exception as e:  # noqa: BLE001 - the cache raised on a spec-valid op
+                raise _crash(self.name, i, op, e) from e
             phases |= spec.apply(op)
             stats.tokens += op.tokens
-            self._check(raw, cache, spec, i, op)
+            self._check(raw, got, spec, i, op)
         return stats
 
-    def _check(self, raw: Any, cache: Any, spec: SpecStream, i: int, op: Op | None) -> None:
-        try:
-            diff = compare_arrays(cache.read_arrays(), spec.expected())
-        except UnreadableContents as e:
-            diff = str(e)
+    def _check(self, raw: Any, got: Arrays, spec: SpecStream, i: int, op: Op | None) -> None:
+        diff = compare_arrays(got, spec.expected())
         if diff is not None:
             raise Mismatch(self.name, i, op, diff)
+
+
+def _crash(name: str, i: int, op: Op | None, e: Exception) -> Crash:
+    return Crash(name, i, op, f"raised {type(e).__name__}: {e}")
 
 
 class AuditedCacheTarget(CacheTarget):
     """:class:`CacheTarget` plus ``cache.audit(spec)`` (a one-line problem or ``None``)."""
 
-    def _check(self, raw: Any, cache: Any, spec: SpecStream, i: int, op: Op | None) -> None:
-        super()._check(raw, cache, spec, i, op)
-        problem = raw.audit(spec)
+    def _check(self, raw: Any, got: Arrays, spec: SpecStream, i: int, op: Op | None) -> None:
+        super()._check(raw, got, spec, i, op)
+        try:
+            problem = raw.audit(spec)
+        except Exception as e:  # noqa: BLE001 - the audit reads the implementation's own state
+            raise _crash(self.name, i, op, e) from e
         if problem is not None:
             raise Mismatch(self.name, i, op, problem)
 

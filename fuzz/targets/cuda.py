@@ -228,6 +228,7 @@ class CudaDecoderTarget(Target):
     name = "cuda-decoder"
     kind = "model"
     max_tokens = 256
+    publishes_ops = True
     B, SEQ, H, D = 2, 1, 2, 64
     DTYPES = ("bf16", "fp16", "fp32")
     GROUPS = (4, 1, 3, 8)
@@ -263,8 +264,11 @@ class CudaDecoderTarget(Target):
         ring = self._ring(window, dtype)
         k_hist: list = []
         v_hist: list = []
+        slot = self.op_slot
         try:
             for i, op in enumerate(ops):
+                if slot is not None:
+                    slot[1] = i
                 if isinstance(op, Reset):
                     if op.window == ring.window:
                         ring.reset(self.SEQ)

@@ -50,6 +50,7 @@ class DecoderTarget(Target):
     kind = "model"
     window_max = 16
     max_tokens = 64
+    publishes_ops = True
 
     def __init__(self, model_cls: type = Decoder, cache_cls: type = RingKVCache, *,
                  name: str = "decoder", config: DecoderConfig = TARGET_CONFIG, backend: str = "torch"):
@@ -84,7 +85,10 @@ class DecoderTarget(Target):
 
         full = reference(0)
         self._check(cache, spec, full, None, -1, None)
+        slot = self.op_slot
         for i, op in enumerate(ops):
+            if slot is not None:
+                slot[1] = i
             start = spec.n
             logits = None
             if isinstance(op, Reset):

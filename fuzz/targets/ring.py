@@ -8,6 +8,7 @@ they run the same op loop and the same contents check as every other cache;
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 from fuzz.oracle import PAYLOAD_WIDTH
@@ -37,8 +38,9 @@ def make_c_library(path: str) -> Target:
         raise TargetError(f"c:{path}: no such file")
     if not p.is_file():
         raise TargetError(f"c:{path}: not a file")
-    # dlopen treats a bare name as a search-path lookup; a path with a slash loads exactly that file.
-    where = str(p if p.is_absolute() or "/" in path else Path(".") / p)
+    # dlopen searches the library path for a name without a slash (and Path drops a leading "./"):
+    # the absolute path loads exactly the file that was named.
+    where = os.path.abspath(path)
     try:
         backend = load_library(where)
     except LibraryError as e:

@@ -1,0 +1,452 @@
+"""Crash isolation: a target run in a supervised child process, so that a native death is a finding.
+
+A segfault, an abort or an endless loop inside a C library would take the campaign
+down with it — no seed, no report. :class:`IsolatedTarget` stands in for the target a
+``--target`` value names and runs every case in a child (:mod:`fuzz.targets.isolated_child`:
+a fork server that forks runners), one round trip per case. The child publishes the
+index of the op it is running in shared memory, so when it dies the supervisor knows
+where: a signal, an abort, a sanitizer report, an op that runs past ``op_timeout`` or a
+breach of the ``op_memory`` limit becomes a :class:`~fuzz.targets.base.Crash` naming the
+op (``SIGSEGV at op #5 (push)``) — a finding, shrunk and saved like a mismatch. A dead
+runner is replaced by a fresh fork; once a failure is being shrunk or reduced
+(:attr:`IsolatedTarget.fresh`) every case gets a fresh runner, so a candidate never
+inherits the state an earlier one left behind.
+
+Native targets are isolated by default (:func:`is_native`: ``ring-c``, ``cuda-index``,
+every ``c:`` library, the C mutants, the CUDA targets); ``--isolate`` isolates any target.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from fuzz.config import OP_MEMORY_MB, OP_TIMEOUT, CampaignConfig
+from fuzz.ops import Case
+from fuzz.targets import registry
+from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats, Target, TargetError
+from fuzz.targets.isolated_child import IDLE, OP, SEQ, SLOT_WORDS, recv_msg, send_msg
+
+#: Built-in targets that run native code (C through cffi, CUDA kernels).
+NATIVE_BUILTINS = ("ring-c", "cuda-index", "cuda-ring", "cuda-decoder")
+#: Seconds a child may take to start and build its target (a CUDA build may compile kernels).
+STARTUP_TIMEOUT = 600.0
+#: How often the supervisor looks at the op slot while a case runs (it wakes at once on a reply).
+POLL_S = 0.1
+#: The child's stderr is kept up to this size between cases (the sanitizer report of a death is read from it).
+LOG_KEEP = 1 << 20
+
+
+def is_native(spec: str) -> bool:
+    """Whether ``spec`` names a target that runs native code (isolated unless ``--no-isolate``)."""
+    if spec in NATIVE_BUILTINS or spec.startswith("c:"):
+        return True
+    if spec.startswith("mutant:"):
+        from impl.mutants.catalogue import catalogue
+
+        return any(m.name == spec[len("mutant:"):] and m.kind == "c-ring" for m in catalogue())
+    return False
+
+
+def should_isolate(spec: str, config: CampaignConfig) -> bool:
+    if config.isolate is None:
+        return is_native(spec) or config.sanitize
+    return config.isolate
+
+
+def resolve(spec: str, config: CampaignConfig | None = None) -> Target:
+    """The target ``spec`` names, isolated as ``config`` says; :class:`TargetError` (exit 2) otherwise."""
+    config = config or CampaignConfig()
+    if should_isolate(spec, config):
+        return IsolatedTarget(spec, op_timeout=config.op_timeout, op_memory=config.op_memory,
+                              sanitize=config.sanitize)
+    return registry.resolve(spec)
+
+
+def close(target: Target) -> None:
+    """Stop ``target``'s child processes, if it has any."""
+    fn = getattr(target, "close", None)
+    if fn is not None:
+        fn()
+
+
+def sanitizer_environment(op_memory: int | None) -> dict[str, str]:
+    """What the child needs to load libraries built with ASan + UBSan: the runtime preloaded, reports fatal,
+    project libraries built sanitized (into a cache of their own); :class:`TargetError` without ASan."""
+    from impl._ring_build import SANITIZE_ENV, asan_runtime
+    from impl.mutants.catalogue import cache_dir
+
+    runtime = asan_runtime()
+    if runtime is None:
+        raise TargetError("--sanitize: the C compiler has no AddressSanitizer runtime (libasan.so); "
+                          "install gcc's libasan or run without --sanitize")
+    preload = os.environ.get("LD_PRELOAD")
+    asan = "detect_leaks=0:halt_on_error=1:allocator_may_return_null=1"
+    if op_memory:
+        asan += f":hard_rss_limit_mb={int(op_memory)}"
+    return {"LD_PRELOAD": runtime + (":" + preload if preload else ""), "ASAN_OPTIONS": asan,
+            "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1", SANITIZE_ENV: "1",
+            "KVWINDOW_CACHE": str(cache_dir().parent / "asan")}
+
+
+def sanitizer_report(text: str, lines: int = 4) -> str | None:
+    """The first lines of an ASan / UBSan report in ``text``, joined on one line, or ``None``."""
+    rows = [r.strip() for r in text.splitlines()]
+    for i, r in enumerate(rows):
+        if "ERROR: AddressSanitizer" in r or "ERROR: LeakSanitizer" in r or "runtime error:" in r:
+            return " | ".join(x for x in rows[i:i + lines] if x)
+    return None
+
+
+class _Dead(Exception):
+    """The runner went away (the caller finds out how from the fork server)."""
+
+
+@dataclass
+class _Runner:
+    pid: int
+    conn: Connection
+    used: bool = False
+
+
+class IsolatedTarget(Target):
+    """The target ``spec`` names, run case by case in a supervised child process.
+
+    Stands in for the real target everywhere a :class:`Target` goes (name, kind,
+    ``window_max``, ``max_tokens``, versions and ``accepts`` come from the child).
+    Raises :class:`TargetError` at construction when the child cannot build the target.
+    """
+
+    def __init__(self, spec: str, *, op_timeout: float = OP_TIMEOUT, op_memory: int | None = OP_MEMORY_MB,
+                 sanitize: bool = False):
+        self.spec, self.op_timeout, self.op_memory, self.sanitize = spec, float(op_timeout), op_memory, sanitize
+        self.name = spec
+        #: A fresh runner per case (set by the campaign while it shrinks or reduces a failure).
+        self.fresh = False
+        self._env = dict(os.environ)
+        if sanitize:
+            self._env.update(sanitizer_environment(op_memory))
+        self._proc: subprocess.Popen | None = None
+        self._ctrl: socket.socket | None = None
+        self._runner: _Runner | None = None
+        self._seq = 0
+        self._meta: dict[str, Any] = {}
+        self._slot_file = tempfile.TemporaryFile(prefix="kvwindow-slot-")
+        self._slot_file.truncate(SLOT_WORDS * 8)
+        import mmap
+
+        self._slot = memoryview(mmap.mmap(self._slot_file.fileno(), SLOT_WORDS * 8)).cast("q")
+        self._log = _append_only_temp()
+        try:
+            self._start()
+            hello = self._fork(STARTUP_TIMEOUT)
+        except TargetError:
+            self.close()
+            raise
+        except (_Dead, OSError, HarnessFault) as e:
+            self.close()
+            raise TargetError(f"target {spec!r}: the isolated child could not start: {e}{self._log_tail()}") from e
+        if hello[0] == "error":
+            self.close()
+            raise TargetError(self._error_text(hello[1]))
+        self._meta = hello[1]
+        self.name = self._meta["name"]
+        self.kind = self._meta["kind"]
+        self.window_max = self._meta["window_max"]
+        self.max_tokens = self._meta["max_tokens"]
+        self.publishes_ops = self._meta["publishes_ops"]
+
+    # -- the Target protocol ------------------------------------------------
+    def versions(self) -> dict[str, str]:
+        return dict(self._meta.get("versions", {}))
+
+    def accepts(self, case: Case) -> str | None:
+        why = super().accepts(case)
+        if why is not None or not self._meta.get("custom_accepts"):
+            return why
+        return self._request(("accepts", case))[1]
+
+    def run(self, case: Case) -> RunStats:
+        reply = self._request(("run", None, case))
+        tag = reply[0]
+        if tag == "ok":
+            return RunStats(reply[1], set(reply[2]))
+        if tag == "mismatch":
+            raise Mismatch(self.name, reply[1], reply[2], reply[3])
+        if tag == "crash":
+            raise Crash(self.name, reply[1], reply[2], reply[3], signal=reply[4])
+        if tag == "reject":
+            from hypothesis import reject
+            from hypothesis.control import currently_in_test_context
+
+            if currently_in_test_context():
+                reject()
+            raise ValueError(f"{self.name} does not take this case: {reply[1]}")
+        raise HarnessFault(self.name, reply[1])
+
+    def close(self) -> None:
+        """Stop the runner and the fork server (idempotent)."""
+        self._drop_runner()
+        if self._ctrl is not None:
+            self._ctrl.close()
+            self._ctrl = None
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            self._proc = None
+        for f in ("_log", "_slot_file"):
+            obj = getattr(self, f, None)
+            if obj is not None:
+                obj.close()
+                setattr(self, f, None)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    # -- the fork server --------------------------------------------------
+    def _start(self) -> None:
+        """Start the fork server and wait until it has imported the harness (and built a native target)."""
+        from fuzz.targets.isolated_child import __name__ as child_module
+
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        opts = {"spec": self.spec, "parent": os.getpid(), "op_memory": self.op_memory, "sanitize": self.sanitize,
+                "preresolve": is_native(self.spec) and not self.spec.startswith("cuda-")}
+        env = dict(self._env)
+        env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", child_module, str(child.fileno()), str(self._slot_file.fileno()),
+                 json.dumps(opts)],
+                pass_fds=(child.fileno(), self._slot_file.fileno()), stdin=subprocess.DEVNULL,
+                stdout=self._log, stderr=self._log, env=env, start_new_session=True)
+        finally:
+            child.close()
+        self._ctrl = parent
+        msg = self._ctrl_reply(STARTUP_TIMEOUT)
+        if not msg.get("ready"):
+            raise TargetError(self._error_text(msg.get("error") or {"kind": "harness", "message": "no reply"}))
+
+    def _ctrl_reply(self, timeout: float) -> dict[str, Any]:
+        assert self._ctrl is not None
+        self._ctrl.settimeout(timeout)
+        try:
+            msg, fds = recv_msg(self._ctrl)
+        finally:
+            self._ctrl.settimeout(None)
+        for fd in fds:
+            os.close(fd)
+        if msg is None:
+            code = self._proc.poll() if self._proc is not None else None
+            raise HarnessFault(self.name, f"the isolation fork server stopped (exit {code}){self._log_tail()}")
+        return msg
+
+    def _error_text(self, err: dict[str, str]) -> str:
+        if err.get("kind") == "target":
+            return err["message"]
+        return f"target {self.spec!r}: building it in the isolated child failed: {err.get('message')}"
+
+    def _fork(self, timeout: float = 60.0) -> tuple:
+        """A fresh runner; returns its hello (``("meta", info)`` or ``("error", err)``)."""
+        if self._ctrl is None or (self._proc is not None and self._proc.poll() is not None):
+            self._restart()
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            send_msg(self._ctrl, {"op": "fork"}, (theirs.fileno(),))
+        except OSError:
+            mine.close()
+            theirs.close()
+            self._restart()
+            return self._fork(timeout)
+        theirs.close()
+        msg = self._ctrl_reply(timeout)
+        if "pid" not in msg:
+            mine.close()
+            raise HarnessFault(self.name, f"cannot start a child: {msg.get('error')}")
+        conn = Connection(mine.detach())
+        runner = _Runner(int(msg["pid"]), conn)
+        if not conn.poll(timeout):
+            self._kill(runner)
+            raise HarnessFault(self.name, f"the child did not start within {timeout:g} s{self._log_tail()}")
+        try:
+            hello = conn.recv()
+        except (EOFError, OSError):
+            status = self._reap(runner)
+            raise HarnessFault(self.name, f"the child died while building the target "
+                                          f"({describe_status(status)}){self._log_tail()}") from None
+        if hello[0] == "meta":
+            self._runner = runner
+        else:
+            self._kill(runner)
+        return hello
+
+    def _restart(self) -> None:
+        if self._ctrl is not None:
+            self._ctrl.close()
+            self._ctrl = None
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+            self._proc = None
+        self._start()
+
+    def _reap(self, runner: _Runner) -> int | None:
+        """The runner's wait status, from the fork server (``None`` when it cannot tell)."""
+        runner.conn.close()
+        if self._runner is runner:
+            self._runner = None
+        try:
+            send_msg(self._ctrl, {"op": "wait", "pid": runner.pid})
+            return self._ctrl_reply(30.0).get("status")
+        except (OSError, HarnessFault, AttributeError):
+            return None
+
+    def _kill(self, runner: _Runner) -> int | None:
+        try:
+            os.kill(runner.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        return self._reap(runner)
+
+    def _drop_runner(self) -> None:
+        if self._runner is not None and self._ctrl is not None:
+            self._kill(self._runner)
+        self._runner = None
+
+    # -- one request ------------------------------------------------------
+    def _live_runner(self) -> _Runner:
+        if self._runner is not None and self.fresh and self._runner.used:
+            self._drop_runner()
+        if self._runner is None:
+            hello = self._fork()
+            if hello[0] != "meta":
+                raise HarnessFault(self.name, self._error_text(hello[1]))
+        assert self._runner is not None
+        return self._runner
+
+    def _request(self, msg: tuple) -> tuple:
+        runner = self._live_runner()
+        if msg[0] == "run":
+            self._seq += 1
+            msg = ("run", self._seq, msg[2])
+        mark = self._log_mark()
+        try:
+            runner.conn.send(msg)
+        except OSError:  # died between cases (nothing of this case ran): a fresh runner takes it
+            self._reap(runner)
+            runner = self._live_runner()
+            runner.conn.send(msg)
+        runner.used = True
+        return self._await(runner, msg, mark)
+
+    def _await(self, runner: _Runner, msg: tuple, mark: int) -> tuple:
+        seq = msg[1] if msg[0] == "run" else None
+        slot, timeout = self._slot, self.op_timeout
+        last, since = None, time.monotonic()
+        while True:
+            if runner.conn.poll(POLL_S):
+                try:
+                    return runner.conn.recv()
+                except (EOFError, OSError):
+                    break
+            now = time.monotonic()
+            cur = (slot[SEQ], slot[OP])
+            if cur != last:
+                last, since = cur, now
+            elif now - since > timeout:
+                self._kill(runner)
+                return self._crash_reply(msg, seq, None, mark, timed_out=True)
+        status = self._reap(runner)
+        return self._crash_reply(msg, seq, status, mark)
+
+    def _crash_reply(self, msg: tuple, seq: int | None, status: int | None, mark: int, *,
+                     timed_out: bool = False) -> tuple:
+        """The reply a runner that died (or was killed on timeout) running ``msg`` stands for."""
+        index: int | None = None
+        op = None
+        if seq is not None and self.publishes_ops and self._slot[SEQ] == seq and self._slot[OP] != IDLE:
+            index = int(self._slot[OP])
+            ops = msg[2].ops
+            op = ops[index] if 0 <= index < len(ops) else None
+        log = self._log_since(mark)
+        report = sanitizer_report(log)
+        sig = None
+        if timed_out:
+            detail = f"timed out: the op ran longer than {self.op_timeout:g} s (--op-timeout); the child was killed"
+        else:
+            sig, detail = describe_death(status)
+            if report is not None:
+                detail = f"{report} ({detail})"
+            elif log.strip() and (sig is None or sig == "SIGABRT"):
+                detail += ": " + log.strip().splitlines()[-1][:300]
+        if msg[0] != "run":
+            return ("harness", f"the child died answering {msg[0]!r}: {detail}")
+        return ("crash", index, op, detail, sig)
+
+    # -- the child's stderr -------------------------------------------------
+    def _log_mark(self) -> int:
+        fd = self._log.fileno()
+        size = os.fstat(fd).st_size
+        if size > LOG_KEEP:
+            os.ftruncate(fd, 0)  # the child appends (O_APPEND), so its next write starts at 0
+            return 0
+        return size
+
+    def _log_since(self, mark: int) -> str:
+        fd = self._log.fileno()
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, min(size - mark, 64 << 10), mark) if size > mark else b""
+        return data.decode(errors="replace")
+
+    def _log_tail(self) -> str:
+        try:
+            text = self._log_since(max(0, os.fstat(self._log.fileno()).st_size - 2000)).strip()
+        except (OSError, ValueError):
+            return ""
+        return f"; its last output: {text.splitlines()[-1][:300]}" if text else ""
+
+
+def _append_only_temp():
+    """An unnamed temporary file opened for appending: the child's stdout and stderr. ``O_APPEND`` (shared
+    with the child's copies) makes every write land at the end, also after the supervisor truncates it."""
+    import fcntl
+
+    f = tempfile.TemporaryFile(prefix="kvwindow-child-")
+    fd = f.fileno()
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
+    return f
+
+
+def describe_status(status: int | None) -> str:
+    sig, detail = describe_death(status)
+    return detail
+
+
+def describe_death(status: int | None) -> tuple[str | None, str]:
+    """``(signal name or None, one line)`` for a wait status."""
+    if status is None:
+        return None, "the child process died (its exit status is unknown)"
+    if os.WIFSIGNALED(status):
+        n = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(n).name
+        except ValueError:
+            name = f"signal {n}"
+        return name, f"the child process died of {name}"
+    if os.WIFEXITED(status):
+        return None, f"the child process exited with code {os.WEXITSTATUS(status)} in the middle of the case"
+    return None, f"the child process stopped (wait status {status})"
