@@ -255,6 +255,7 @@ def _cmd_fuzz(args) -> int:
             "warnings": warnings,
         }
         try:
+            Path(args.report).parent.mkdir(parents=True, exist_ok=True)
             seedstore.atomic_write_json(Path(args.report), report)
         except OSError as e:
             print(f"kvwindow: error: cannot write the report {args.report}: {e.strerror or e}", file=sys.stderr)

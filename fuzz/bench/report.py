@@ -84,6 +84,24 @@ def render_markdown(rep: dict) -> str:
                      f"{reached}/{len(r['campaign_phases'])} |")
         L.append("")
 
+    s = rep["sections"].get("isolation", {"status": "not measured (a report of an older version)"})
+    L += ["## 2b. Isolation: ring-c in process vs in an isolated child", ""]
+    if _na(s):
+        L += [f"{_na(s)}", ""]
+    else:
+        L += [f"The same campaign (`{s['campaign']}`) on `ring-c` in this process and through `{s['isolated']}` "
+              "(the default for native targets: every case runs in a forked child that a segfault cannot take the "
+              f"campaign down with; one round trip per case), {s['seconds_per_cell']:g} s per side, window and "
+              "repeat, interleaved. Goal: in-process / child <= 1.5.", "",
+              "| W | in-process tokens/s (median) | min–max | child tokens/s (median) | min–max | in-process / child |",
+              "|---:|---:|---:|---:|---:|---:|"]
+        by_w = {r["window"]: r for r in s["ratios"]}
+        for r in s["rows"]:
+            a, c = r["in_process_tokens_per_s"], r["child_tokens_per_s"]
+            L.append(f"| {r['window']} | {fmt(a['median'])} | {fmt(a['min'])}–{fmt(a['max'])} | "
+                     f"{fmt(c['median'])} | {fmt(c['min'])}–{fmt(c['max'])} | {fmt_ratio(by_w.get(r['window']))} |")
+        L.append("")
+
     s = rep["sections"]["mutants"]
     L += ["## 3. Mutants: cost to kill, boundary-biased vs uniform baseline", ""]
     if _na(s):

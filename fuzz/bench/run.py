@@ -10,6 +10,8 @@ One command measures what a harness costs and what it finds, and draws it
 2. **peer** — the ``ring-c`` campaign's tokens/s over the tokens/s of a plain
    Hypothesis state machine over the same C ring written as a user would
    (:mod:`fuzz.bench.peer`), at ``W`` in {8, 16, 64};
+2b. **isolation** — the ``ring-c`` campaign's tokens/s in this process over its tokens/s in an
+   isolated child (:mod:`fuzz.targets.isolated`, the default for native targets), at ``W`` = 16;
 3. **mutants** — examples- and seconds-to-kill per mutant, boundary-biased
    strategies versus the uniform-random baseline;
 4. **decode** — per-token decode time versus ``t`` for the ring-buffer cache and
@@ -126,9 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, sec in rep["sections"].items():
         if sec.get("status") != "ok":
             print(f"  {name}: {sec['status']}")
-    peer = rep["sections"].get("peer", {})
-    for r in peer.get("ratios", []):
-        print(f"  {r['label']}: median {r['median']:.2f} (min {r['min']:.2f}, max {r['max']:.2f}, n={r['n']})")
+    for name in ("peer", "isolation"):
+        for r in rep["sections"].get(name, {}).get("ratios", []):
+            print(f"  {r['label']}: median {r['median']:.2f} (min {r['min']:.2f}, max {r['max']:.2f}, n={r['n']})")
     return 0
 
 

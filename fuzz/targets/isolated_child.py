@@ -144,8 +144,10 @@ def run_one(target, case, slot, opts: dict[str, Any], custom_accepts: bool) -> t
     except Mismatch as e:
         return ("mismatch", e.index, e.op, e.detail)
     except Crash as e:
+        if isinstance(e.__cause__, MemoryError) and opts.get("op_memory"):
+            return ("crash", e.index, e.op, memory, None)
         return ("crash", e.index, e.op, e.detail, e.signal)
-    except HarnessFault as e:
+    except HarnessFault as e:  # the limit is the child's: the oracle running out under it is the case's doing
         if isinstance(e.__cause__, MemoryError) and opts.get("op_memory"):
             return ("crash", *op_at(), memory, None)
         return ("harness", e.reason)
@@ -173,7 +175,7 @@ def runner(fd: int, target, spec: str, opts: dict[str, Any], slot) -> int:
     info = meta(target)
     custom_accepts = info["custom_accepts"]
     conn.send(("meta", info))
-    while True:
+    while True:  # the runner sleeps between cases: spinning here would take the core the supervisor needs
         try:
             msg = conn.recv()
         except (EOFError, OSError):
