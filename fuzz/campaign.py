@@ -30,7 +30,7 @@ from typing import Callable
 
 from hypothesis import HealthCheck, Phase, Verbosity, example, given, seed as hyp_seed, settings
 from hypothesis.database import ExampleDatabase
-from hypothesis.errors import Flaky
+from hypothesis.errors import Flaky, UnsatisfiedAssumption
 
 from fuzz import seeds as seedstore
 from fuzz.config import CampaignConfig
@@ -141,6 +141,8 @@ def fuzz_target(
         last["case"] = case
         try:
             stats = target.run(case)
+        except UnsatisfiedAssumption:  # the target left the case out (Hypothesis's reject()): not a failure
+            raise
         except Exception as e:
             res.examples += 1
             if failure_kind(e) == HARNESS:

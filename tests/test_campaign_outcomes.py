@@ -60,6 +60,24 @@ def test_the_harness_failing_mid_case_is_a_fault(tmp_path, monkeypatch):
     assert line == "OSError in the harness: [Errno 28] No space left on device"
 
 
+def test_cases_a_target_leaves_out_are_not_failures(tmp_path):
+    """A target may reject a case (Hypothesis's ``reject()``, as the HF targets do for known findings)."""
+    from hypothesis import reject
+
+    from fuzz.targets.base import RunStats, Target
+
+    class Picky(Target):
+        name = "picky"
+
+        def run(self, case):
+            if len(case.ops) % 2:
+                reject()
+            return RunStats(case.tokens)
+
+    res = fuzz_target(Picky(), CampaignConfig(seconds=2, campaign_seed=0, seeds_dir=str(tmp_path)))
+    assert res.failures == [] and res.faults == [] and res.examples > 0 and not list(tmp_path.iterdir())
+
+
 def test_an_exception_of_the_implementation_is_a_crash_finding(tmp_path, capsys):
     rc, out, err, doc = fuzz(capsys, tmp_path, "--target", CRASHERS + "RaisesOnPush")
     assert rc == 1, out + err
