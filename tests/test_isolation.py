@@ -119,6 +119,17 @@ def test_sanitized_ring_c_campaign_is_clean(tmp_path, capsys):
     assert rc == 0, out + err
 
 
+def test_a_fork_server_that_dies_is_restarted_and_the_case_is_not_blamed():
+    t = IsolatedTarget("ring-c")
+    try:
+        assert t.run(Case(3, (Push(),) * 4)).tokens == 4
+        t._proc.kill()  # the fork server (its runner dies with it)
+        t._proc.wait()
+        assert t.run(Case(3, (Push(),) * 5)).tokens == 5
+    finally:
+        t.close()
+
+
 def test_which_targets_are_isolated():
     assert is_native("ring-c") and is_native("c:x.so") and is_native("cuda-ring") and is_native("mutant:c-len-W+1")
     assert not is_native("pyring") and not is_native("py:a:B") and not is_native("mutant:ring-keeps-W+1")

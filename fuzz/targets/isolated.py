@@ -39,6 +39,9 @@ from fuzz.targets.isolated_child import IDLE, OP, SEQ, SLOT_WORDS, recv_msg, sen
 
 #: Built-in targets that run native code (C through cffi, CUDA kernels).
 NATIVE_BUILTINS = ("ring-c", "cuda-index", "cuda-ring", "cuda-decoder")
+#: Targets built on torch: their fork server imports torch once (importing it is safe before a fork; building
+#: the target is not — CUDA cannot be used across a fork — so each runner builds its own).
+TORCH_SPECS = ("cuda-", "decoder", "hf-", "mutant:decoder-")
 #: Seconds a child may take to start and build its target (a CUDA build may compile kernels).
 STARTUP_TIMEOUT = 600.0
 #: How often the supervisor looks at the op slot while a case runs (it wakes at once on a reply).
@@ -182,7 +185,10 @@ class IsolatedTarget(Target):
         why = super().accepts(case)
         if why is not None or not self._meta.get("custom_accepts"):
             return why
-        return self._request(("accepts", case))[1]
+        reply = self._request(("accepts", case))
+        if reply[0] != "accepts":
+            raise HarnessFault(self.name, reply[1])
+        return reply[1]
 
     def run(self, case: Case) -> RunStats:
         reply = self._request(("run", None, case))
@@ -234,7 +240,8 @@ class IsolatedTarget(Target):
 
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         opts = {"spec": self.spec, "parent": os.getpid(), "op_memory": self.op_memory, "sanitize": self.sanitize,
-                "preresolve": is_native(self.spec) and not self.spec.startswith("cuda-")}
+                "preresolve": is_native(self.spec) and not self.spec.startswith("cuda-"),
+                "preimport": ["torch"] if self.spec.startswith(TORCH_SPECS) else []}
         env = dict(self._env)
         env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
         try:
@@ -347,7 +354,7 @@ class IsolatedTarget(Target):
         assert self._runner is not None
         return self._runner
 
-    def _request(self, msg: tuple) -> tuple:
+    def _request(self, msg: tuple, retry: bool = True) -> tuple:
         runner = self._live_runner()
         if msg[0] == "run":
             self._seq += 1
@@ -360,7 +367,12 @@ class IsolatedTarget(Target):
             runner = self._live_runner()
             runner.conn.send(msg)
         runner.used = True
-        return self._await(runner, msg, mark)
+        reply = self._await(runner, msg, mark)
+        if reply[0] == "server-died":  # the runner died with the fork server, not of the case
+            if not retry:
+                return ("harness", f"the isolation fork server died twice{self._log_tail()}")
+            return self._request(msg, retry=False)
+        return reply
 
     def _await(self, runner: _Runner, msg: tuple, mark: int) -> tuple:
         seq = msg[1] if msg[0] == "run" else None
@@ -390,6 +402,8 @@ class IsolatedTarget(Target):
     def _crash_reply(self, msg: tuple, seq: int | None, status: int | None, mark: int, *,
                      timed_out: bool = False) -> tuple:
         """The reply a runner that died (or was killed on timeout) running ``msg`` stands for."""
+        if not timed_out and (self._proc is None or self._proc.poll() is not None):
+            return ("server-died",)
         index: int | None = None
         op = None
         if seq is not None and self.publishes_ops and self._slot[SEQ] == seq and self._slot[OP] != IDLE:

@@ -201,6 +201,11 @@ def serve(ctrl: socket.socket, spec: str, opts: dict[str, Any], slot) -> int:
         import fuzz.targets.cache  # noqa: F401
         from fuzz.targets import registry  # noqa: F401
 
+        for name in opts.get("preimport", []):
+            try:
+                __import__(name)
+            except ImportError:
+                pass  # the runner's build says what is missing
         if opts.get("preresolve"):
             target = build(spec, opts)
     except BaseException as e:  # noqa: BLE001
