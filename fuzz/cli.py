@@ -28,7 +28,7 @@ from pathlib import Path
 from fuzz import seeds as seedstore
 from fuzz.machine import machine_info
 from fuzz.targets import registry
-from fuzz.targets.base import FINDINGS, HARNESS, TargetError
+from fuzz.targets.base import HARNESS, TargetError
 from fuzz.config import OP_MEMORY_MB, OP_TIMEOUT, WINDOW_BOUND, CampaignConfig
 from fuzz.ops import Case, OpError
 from fuzz.replay import replay_hint

@@ -6,13 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +18,7 @@ from fuzz.cli import main
 from fuzz.config import CampaignConfig
 from fuzz.oracle import SpecStream
 from fuzz.targets.pyring import make_pyring
+from tests.support.redis_server import redis_server
 
 ROOT = Path(__file__).resolve().parents[1]
 CRASHERS = "py:tests.support.crashers:"
@@ -97,7 +94,7 @@ def test_an_unwritable_seeds_dir_prints_the_seed_in_full(tmp_path, capsys, monke
     assert rc == 1, out + err
     assert "seed NOT saved: cannot write the seed into" in out and "Permission denied" in out
     assert '"window": 1' in out and '"ops": []' in out  # the seed itself
-    assert f"kvwindow seeds add --window 1 --ops '' --seeds-dir DIR && kvwindow replay DIR/" in out
+    assert "kvwindow seeds add --window 1 --ops '' --seeds-dir DIR && kvwindow replay DIR/" in out
     (f,) = doc["failures"]
     assert f["seed_path"] is None and "Permission denied" in f["seed_error"]
 
@@ -136,39 +133,14 @@ def test_a_worker_that_dies_while_shrinking_keeps_its_smallest_case(tmp_path, ca
 # Redis going away
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
-def redis_server(tmp_path):
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server binary not found (apt-get install redis-server; .ci/run installs it)")
-    redis = pytest.importorskip("redis", reason="the redis client is not installed (pip install 'kvwindow[dev]')")
-    port = _free_port()
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
-        for _ in range(100):
-            try:
-                redis.Redis.from_url(url).ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        else:
-            pytest.fail("redis-server did not start")
-        yield url, proc
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
+def redis(tmp_path):
+    with redis_server(tmp_path) as server:
+        yield server
 
 
-def test_redis_going_away_degrades_to_the_local_database(redis_server, tmp_path):
-    url, server = redis_server
+def test_redis_going_away_degrades_to_the_local_database(redis, tmp_path):
+    url, server = redis
     rep, sd = tmp_path / "r.json", tmp_path / "s"
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1", KVWINDOW_PROGRESS_INTERVAL="0.3")
     proc = subprocess.Popen([sys.executable, "-m", "fuzz.cli", "fuzz", "--target", "pyring", "--time", "6", "--plain",

@@ -77,6 +77,15 @@ def test_sigterm_with_nothing_found_exits_130_with_the_report(tmp_path):
     assert doc["interrupted"] and doc["exit_code"] == 130 and doc["targets"][0]["examples"] > 0
 
 
+def test_sigterm_stops_every_worker_and_keeps_their_results(tmp_path):
+    proc = start(tmp_path, "--target", "pyring", "--target", "ring-c", "--workers", "2", "--time", "120")
+    out, err = signal_when(proc, "examples=", signal.SIGTERM)
+    assert proc.returncode == 130, out + err
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["interrupted"] and doc["worker_errors"] == [] and len(doc["worker_pids"]) == 2
+    assert doc["targets"][0]["examples"] > 0 and doc["targets"][0]["workers"] == 2
+
+
 def test_the_time_budget_holds_while_a_slow_failure_is_shrunk(tmp_path):
     budget = 6.0
     t0 = time.monotonic()

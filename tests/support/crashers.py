@@ -72,8 +72,8 @@ class Hog(PyRing):
         super().push(pos, key, value)
 
 
-class SlowTourBug(ReadsFromSlotZero):
-    """The slot-zero bug (the boundary tours find it) with every push taking 20 ms: reducing a tour is slow."""
+class Slow:
+    """Every push and chunk takes 20 ms (mixed into a buggy cache: reducing or shrinking its failure is slow)."""
 
     def push(self, pos, key, value):
         time.sleep(0.02)
@@ -84,17 +84,13 @@ class SlowTourBug(ReadsFromSlotZero):
         super().push_chunk(entries)
 
 
-class SlowWideBug(ReadsFromSlotZeroWhenWide):
-    """The slot-zero bug for windows >= 7 only (beyond the tours: Hypothesis finds and shrinks it), every push
-    and chunk taking 20 ms: shrinking is slow."""
+class SlowTourBug(Slow, ReadsFromSlotZero):
+    """The slot-zero bug, which the boundary tours find: reducing the failing tour is slow."""
 
-    def push(self, pos, key, value):
-        time.sleep(0.02)
-        super().push(pos, key, value)
 
-    def push_chunk(self, entries):
-        time.sleep(0.02)
-        super().push_chunk(entries)
+class SlowWideBug(Slow, ReadsFromSlotZeroWhenWide):
+    """The slot-zero bug for windows >= 7 only (beyond the tours: Hypothesis finds and shrinks it): shrinking
+    is slow."""
 
 
 class KillsItsProcess(PyRing):
