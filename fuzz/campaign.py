@@ -104,10 +104,8 @@ def fuzz_target(
         tours = [c for c in boundary_tours(wmax, target.max_tokens) if target.accepts(c) is None]
     start = time.monotonic()
     hard = start + seconds + slack(seconds) if deadline is None else deadline
-    last: dict = {}
     best: list[_Found] = []  # [smallest failing case so far], once something failed
     fault: list[BaseException] = []
-    raised: list[BaseException] = []  # the last exception the test function let through
 
     def stopping() -> bool:
         return stop is not None and stop()
@@ -138,7 +136,6 @@ def fuzz_target(
         elif now - start >= seconds or now >= hard or (max_examples is not None and res.examples >= max_examples) \
                 or stopping():
             raise _Stop()
-        last["case"] = case
         try:
             stats = target.run(case)
         except UnsatisfiedAssumption:  # the target left the case out (Hypothesis's reject()): not a failure
@@ -149,7 +146,10 @@ def fuzz_target(
                 fault.append(e)
                 raise _Stop() from e
             found(case, e)
-            raised[:] = [e]
+            try:  # what Hypothesis raises at the end is recognised by this mark, with the case that raised it
+                e._kvwindow_case = case  # type: ignore[attr-defined]
+            except AttributeError:
+                pass
             raise
         res.examples += 1
         res.tokens += stats.tokens
@@ -211,8 +211,8 @@ def fuzz_target(
         _set_fresh(target, False)
 
     note = None
-    if error is not None and raised and error is raised[0]:
-        smallest: _Found | None = _Found(last["case"], error)  # Hypothesis's shrunk case, replayed last
+    if error is not None and hasattr(error, "_kvwindow_case"):
+        smallest: _Found | None = _Found(error._kvwindow_case, error)  # Hypothesis's shrunk case, replayed last
     else:
         smallest = best[0] if best else None
         if error is not None and isinstance(error, Flaky) and smallest is not None:

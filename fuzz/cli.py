@@ -173,7 +173,7 @@ def _cmd_fuzz(args) -> int:
     if args.list_targets:
         return _list_targets()
     from fuzz import workers
-    from fuzz.display import make_display, summary
+    from fuzz.display import make_display
     from fuzz.targets import isolated
 
     _check_fuzz_flags(args)
@@ -204,9 +204,9 @@ def _cmd_fuzz(args) -> int:
               f"db {config.db}, seed {config.campaign_seed}")
     pids, errors = [os.getpid()], []
     stop = workers.StopRequest()
-    try:
-        display.start([t.name for t in targets], header)
-        with stop:
+    with stop:  # from here on a signal only asks to stop: the summary, the seeds and the report still get written
+        try:
+            display.start([t.name for t in targets], header)
             if config.workers == 1:
                 results, interrupted = workers.run_in_process(config, targets, database=database,
                                                               on_update=display.update, stop=stop)
@@ -215,11 +215,19 @@ def _cmd_fuzz(args) -> int:
                     isolated.close(t)
                 results, interrupted, pids, errors = workers.run_workers(config, on_update=display.update,
                                                                          stop=stop)
-    finally:
-        display.stop()
-        for t in targets:
-            isolated.close(t)
-    shown = [t.name for t in targets]
+        finally:
+            display.stop()
+            for t in targets:
+                isolated.close(t)
+        return _finish(args, config, console, results, interrupted, pids, errors, started,
+                       [t.name for t in targets], stop.signum)
+
+
+def _finish(args, config: CampaignConfig, console, results, interrupted: bool, pids: list[int], errors: list[str],
+            started: float, shown: list[str], signum: int | None) -> int:
+    """The summary, every finding with its seed and replay command, the report; returns the exit code."""
+    from fuzz.display import summary
+
     failed = [r for r in results if r.failures]
     faults = [(r.name, f) for r in results for f in r.faults]
     faults += [("(workers)", e) for e in errors if not any(e in f for _, f in faults)]
@@ -228,7 +236,7 @@ def _cmd_fuzz(args) -> int:
     for e in errors:
         print(f"worker error: {e}")
     if interrupted:
-        why = {2: "Ctrl-C", 15: "SIGTERM"}.get(stop.signum or 2, "a signal")
+        why = {2: "Ctrl-C", 15: "SIGTERM"}.get(signum or 2, "a signal")
         print(f"kvwindow: interrupted ({why}); results so far are kept"
               + (f" (report: {args.report})" if args.report else ""))
     for r in failed:

@@ -19,6 +19,7 @@ every ``c:`` library, the C mutants, the CUDA targets); ``--isolate`` isolates a
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import select
 import signal
@@ -114,10 +115,6 @@ def sanitizer_report(text: str, lines: int = 4) -> str | None:
     return None
 
 
-class _Dead(Exception):
-    """The runner went away (the caller finds out how from the fork server)."""
-
-
 @dataclass
 class _Runner:
     pid: int
@@ -154,8 +151,6 @@ class IsolatedTarget(Target):
         self._meta: dict[str, Any] = {}
         self._slot_file = tempfile.TemporaryFile(prefix="kvwindow-slot-")
         self._slot_file.truncate(SLOT_WORDS * 8)
-        import mmap
-
         self._slot = memoryview(mmap.mmap(self._slot_file.fileno(), SLOT_WORDS * 8)).cast("q")
         self._log = _append_only_temp()
         try:
@@ -164,7 +159,7 @@ class IsolatedTarget(Target):
         except TargetError:
             self.close()
             raise
-        except (_Dead, OSError, HarnessFault) as e:
+        except (OSError, HarnessFault) as e:
             self.close()
             raise TargetError(f"target {spec!r}: the isolated child could not start: {e}{self._log_tail()}") from e
         if hello[0] == "error":
@@ -185,13 +180,23 @@ class IsolatedTarget(Target):
         why = super().accepts(case)
         if why is not None or not self._meta.get("custom_accepts"):
             return why
-        reply = self._request(("accepts", case))
+        try:
+            reply = self._request(("accepts", case))
+        except HarnessFault:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise HarnessFault(self.name, f"the isolation machinery failed: {type(e).__name__}: {e}") from e
         if reply[0] != "accepts":
             raise HarnessFault(self.name, reply[1])
         return reply[1]
 
     def run(self, case: Case) -> RunStats:
-        reply = self._request(("run", None, case))
+        try:
+            reply = self._request(("run", None, case))
+        except HarnessFault:
+            raise
+        except Exception as e:  # noqa: BLE001 - the supervision itself failed: never the target's fault
+            raise HarnessFault(self.name, f"the isolation machinery failed: {type(e).__name__}: {e}") from e
         tag = reply[0]
         if tag == "ok":
             return RunStats(reply[1], set(reply[2]))
