@@ -155,6 +155,7 @@ def test_c_paths_load_exactly_the_file_named(tmp_path, monkeypatch, capsys):
         compile_ring_library(tmp_path / "lib.so")
     except NoCompiler as e:
         pytest.skip(str(e))
+    assert [p.name for p in tmp_path.iterdir()] == ["lib.so"]  # nothing beside the library (no _src.c)
     monkeypatch.chdir(tmp_path)
     target = make_c_library("./lib.so")
     assert target.factory().__dict__["_b"].origin == str(tmp_path / "lib.so")  # absolute: no search path

@@ -50,6 +50,8 @@ POLL_S = 0.1
 #: How long the supervisor polls for a reply before it sleeps (a case takes about 0.1 ms at W = 16; a
 #: process that sleeps waits for the scheduler to wake it, which costs more than the case on a busy machine).
 SPIN_S = 0.002
+#: The control socket: message boundaries kept (``SOCK_SEQPACKET`` also reports a peer that went away).
+CTRL_SOCKET = getattr(socket, "SOCK_SEQPACKET", socket.SOCK_DGRAM)
 #: The child's stderr is kept up to this size between cases (the sanitizer report of a death is read from it).
 LOG_KEEP = 1 << 20
 
@@ -243,12 +245,13 @@ class IsolatedTarget(Target):
         """Start the fork server and wait until it has imported the harness (and built a native target)."""
         from fuzz.targets.isolated_child import __name__ as child_module
 
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        parent, child = socket.socketpair(socket.AF_UNIX, CTRL_SOCKET)
         opts = {"spec": self.spec, "parent": os.getpid(), "op_memory": self.op_memory, "sanitize": self.sanitize,
                 "preresolve": is_native(self.spec) and not self.spec.startswith("cuda-"),
                 "preimport": ["torch"] if self.spec.startswith(TORCH_SPECS) else []}
         env = dict(self._env)
         env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
+        env.setdefault("OPENBLAS_NUM_THREADS", "1")  # no BLAS thread pool to carry across the forks
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", child_module, str(child.fileno()), str(self._slot_file.fileno()),
