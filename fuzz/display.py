@@ -157,7 +157,7 @@ def summary(console: Console, results: list[TargetResult], title: str = "kvwindo
     by_name = {r.name: r for r in results}
     names = list(dict.fromkeys([*(names or []), *by_name]))
     console.print(_table(names, by_name, title))
-    missed = {r.name: [p for p in PHASES if not r.phases.get(p)] for r in results if not r.failures}
+    missed = {r.name: [p for p in PHASES if not r.phases.get(p)] for r in results if not r.failures and not r.faults}
     for name, ps in missed.items():
         if ps and any(r.examples for r in results if r.name == name):
             console.print(f"note: {name} never exercised {', '.join(ps)}")
