@@ -25,6 +25,8 @@ def measure_campaign(target: Target, window: int, seconds: float, campaign_seed:
     r = fuzz_target(target, config)
     if r.failures:
         raise RuntimeError(f"{target.name} failed during the benchmark: {r.failures[0].error.splitlines()[0]}")
+    if r.faults:
+        raise RuntimeError(f"{target.name}: a harness fault during the benchmark: {r.faults[0]}")
     return {"examples": r.examples, "tokens": r.tokens, "seconds": r.seconds, "phases": dict(r.phases),
             "examples_per_s": r.examples_per_s, "tokens_per_s": r.tokens_per_s}
 
