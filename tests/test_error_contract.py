@@ -159,3 +159,16 @@ def test_a_py_target_takes_the_contract_its_class_declares(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     assert set(registry.resolve("py:validating:Checked").bad_kinds) == set(PY_KINDS)
     assert registry.resolve("py:validating:Unchecked").bad_kinds == ()
+
+
+def test_the_cuda_host_api_refuses_its_bad_calls():
+    """The CUDA ring's host API (csrc/ringkv_cuda.h) through its own bad calls: runs only with a GPU."""
+    from fuzz.targets.cuda import CudaRingCache
+
+    assert set(CudaRingCache.BAD_KINDS) <= set(C_KINDS)
+    target, why = registry.probe("cuda-ring")
+    if target is None:
+        pytest.skip(f"cuda-ring not available here: {why}")
+    assert set(target.bad_kinds) == set(CudaRingCache.BAD_KINDS)
+    for _ in range(3):  # the target rotates fp32, fp16 and bf16 between cases
+        target.run(error_tour(target.bad_kinds, 16))

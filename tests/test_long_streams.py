@@ -156,3 +156,13 @@ def test_the_int16_python_counter_dies_in_the_long_tour():
         target.run(tour)  # short streams cannot see it
     with pytest.raises(Mismatch, match="positions \\[32766, 32767, -32768\\]"):
         target.run(long_tour(16))
+
+
+def test_bulk_counts_travel_with_a_result_and_add_up_across_workers():
+    from fuzz.results import TargetResult, merge
+
+    a = TargetResult("ring-c", bulk_tokens=100_000, bulk_seconds=0.5)
+    b = TargetResult.from_json(TargetResult("ring-c", bulk_tokens=100_007, bulk_seconds=0.25,
+                                            tolerances={"logits": {"atol": 1e-4}}).to_json())
+    m = merge("ring-c", [a, b])
+    assert (m.bulk_tokens, m.bulk_seconds, m.tolerances) == (200_007, 0.75, {"logits": {"atol": 1e-4}})
