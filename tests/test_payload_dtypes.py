@@ -63,8 +63,8 @@ class Bf16Cache(Fp16Cache):
     def push(self, pos, key, value):
         import torch
 
-        row = (pos, torch.as_tensor(np.asarray(key, np.float32)).to(torch.bfloat16),
-               torch.as_tensor(np.asarray(value, np.float32)).to(torch.bfloat16))
+        row = (pos, torch.tensor(np.asarray(key, np.float32)).to(torch.bfloat16),
+               torch.tensor(np.asarray(value, np.float32)).to(torch.bfloat16))
         self.items = (self.items + [row])[-self.w:]
 
 

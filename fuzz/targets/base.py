@@ -110,8 +110,9 @@ class Target(ABC):
         extra = case.bad_kinds().difference(self.bad_kinds)
         if extra:
             takes = f"it takes {', '.join('bad:' + k for k in self.bad_kinds)}" if self.bad_kinds else \
-                "it has no error contract to check (a py: class declares validates_positions = True for one)"
-            return f"{', '.join(sorted('bad:' + k for k in extra))} is not a call {self.name} can take; {takes}"
+                "it has no error contract (a py: class gets one by declaring validates_positions = True)"
+            calls = "is not a call" if len(extra) == 1 else "are not calls"
+            return f"{', '.join(sorted('bad:' + k for k in extra))} {calls} {self.name} can take; {takes}"
         return None
 
     def configured(self, config) -> "Target":
