@@ -329,8 +329,9 @@ BULK_TOKENS = 100_000
 CROSS = 1 << 16
 #: ``--long``: one more stream past this position.
 LONG_CROSS = 1 << 31
-#: The longest op list a bulk failure is reduced to push by push: beyond it (only ``--long`` gets
-#: there) the seed keeps the pushes before the failing ones as one chunk.
+#: The longest stream a bulk failure is replayed through the op loop to confirm it: beyond it (only
+#: ``--long`` gets there) the seed is the compact ``chunk:N push push``, saved unconfirmed, and replaying it
+#: needs memory for N entries (the oracle keeps a stream's history as arrays).
 PUSH_SEED_LIMIT = 1 << 20
 
 
@@ -417,7 +418,8 @@ def reduce_bulk_failure(target: Any, error: BulkMismatch) -> tuple[BaseException
     failing step through ``ringkv_push`` and ``ringkv_trace``). The op list is run through the
     target's op loop, and its own error is returned with it; if no op list reproduces the
     failure (the trace disagreed only after a long history of its own), the bulk error is
-    returned with ``push x (t + 1)``, which is still what the stream pushed."""
+    returned with ``push x (t + 1)``, which is still what the stream pushed. Past
+    :data:`PUSH_SEED_LIMIT` tokens the compact form is returned unconfirmed."""
     from fuzz.ops import Case, Chunk, Push
 
     w, t = error.window, error.step
@@ -435,15 +437,15 @@ def reduce_bulk_failure(target: Any, error: BulkMismatch) -> tuple[BaseException
             if e.window == cand and e.step is not None:
                 best_w, best_t = cand, e.step
                 break
+    if best_t + 1 > PUSH_SEED_LIMIT:  # only --long gets here: an op list that long is not run in memory
+        return error, Case(best_w, (Chunk(best_t - 1), Push(), Push()))
     candidates = []
     if best_t >= 2:
         candidates.append(Case(best_w, (Chunk(best_t - 1), Push(), Push())))
-    if best_t + 1 <= PUSH_SEED_LIMIT:
-        candidates.append(Case(best_w, (Push(),) * (best_t + 1)))
+    candidates.append(Case(best_w, (Push(),) * (best_t + 1)))
     for case in candidates:
         try:
             target.run(case)
         except Exception as e:  # noqa: BLE001 - whatever the op loop raises is this case's finding
             return e, case
-    fallback = candidates[-1] if candidates else Case(best_w, (Push(),) * (best_t + 1))
-    return error, fallback
+    return error, candidates[-1]
