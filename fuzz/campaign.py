@@ -30,6 +30,7 @@ from fuzz.replay import replay_hint
 from fuzz.results import Failure, TargetResult
 from fuzz.strategies import boundary_tours, cases, uniform_cases
 from fuzz.targets.base import Target
+from fuzz.targets.ring_bulk import bulk_phase
 
 BATCH = 100
 
@@ -55,7 +56,8 @@ def fuzz_target(
     """
     seconds = config.seconds if seconds is None else seconds
     max_examples = config.max_examples
-    res = TargetResult(target.name, versions=target.versions())
+    target = target.configured(config)  # the campaign's payload width and dtype
+    res = TargetResult(target.name, versions=target.versions(), tolerances=target.tolerances())
     campaign_seed = config.campaign_seed
     if campaign_seed is None:  # a campaign is always reproducible: draw its seed and report it
         campaign_seed = random.SystemRandom().randrange(2**32)
@@ -65,8 +67,8 @@ def fuzz_target(
     if config.tester == "uniform":
         strat, tours = uniform_cases(wmax, max_tokens=target.max_tokens, salt=campaign_seed), []
     else:  # the boundary-biased strategies, starting from the boundary tours (first batch only)
-        strat = cases(wmax, max_tokens=target.max_tokens, start_window=start_window)
-        tours = [c for c in boundary_tours(wmax, target.max_tokens) if target.accepts(c) is None]
+        strat = cases(wmax, max_tokens=target.max_tokens, start_window=start_window, bad=target.bad_kinds)
+        tours = [c for c in boundary_tours(wmax, target.max_tokens, target.bad_kinds) if target.accepts(c) is None]
     last: dict = {}
     state = {"failing": False, "smallest": None}
     start = time.monotonic()
@@ -109,6 +111,24 @@ def fuzz_target(
             test = example(case)(test)
         return given(strat)(test)
 
+    def bulk() -> bool:
+        """The bulk phase (targets with ``ringkv_trace``), once per biased campaign: True when it failed
+        (it counts as one example; its tokens are ``bulk_tokens``, apart from the cases')."""
+        state["bulk"] = True
+        phase = bulk_phase(target, config, campaign_seed)
+        if phase is None:
+            return False
+        res.bulk_tokens += phase.tokens
+        res.bulk_seconds += phase.seconds
+        if phase.error is None:
+            return False
+        res.examples_to_fail = res.examples + 1
+        res.seconds_to_fail = round(time.monotonic() - start, 4)
+        res.tokens_to_fail = res.tokens + phase.tokens
+        last["case"], last["bulk_error"] = phase.case, phase.error
+        return True
+
+    state["bulk"] = config.tester == "uniform"  # the naive baseline has no bulk phase
     batch = 0
     error: BaseException | None = None
     try:
@@ -143,13 +163,19 @@ def fuzz_target(
             except Exception as e:  # noqa: BLE001 - a crash in the target is a finding too
                 error = e
                 break
+            if not state["bulk"] and bulk():  # after the boundary tours and the first batch
+                error = last["bulk_error"]
+                break
+        if not state["bulk"] and error is None and not res.interrupted and bulk():
+            error = last["bulk_error"]
     except KeyboardInterrupt:
         res.interrupted = True
         if state["failing"]:
             error = KeyboardInterrupt("interrupted while shrinking")
             last["case"] = state["smallest"]
     if error is not None and last.get("case") is not None:
-        if last["case"] in tours:  # explicit examples are not shrunk by Hypothesis: reduce them here
+        # explicit examples are not shrunk by Hypothesis: reduce them here (a bulk failure comes reduced)
+        if last["case"] in tours and error is not last.get("bulk_error"):
             last["case"] = reduce_case(target, last["case"], type(error))
             try:  # the reduced case's own message
                 target.run(last["case"])
@@ -226,8 +252,10 @@ def _record_failure(res: TargetResult, target: Target, error: BaseException, cas
         found = {"target": target.name, "error": msg[:500],
                  "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "campaign_seed": campaign_seed}
         s = seedstore.Seed(case, found)
+        if (config.width, config.dtype) != (CampaignConfig.width, CampaignConfig.dtype):
+            found.update(width=config.width, dtype=config.dtype)
         path, created = seedstore.save_seed(s, config.seeds_dir if config.seeds_dir is not None
-                                            else seedstore.SEED_DIR)
+                                            else seedstore.default_seeds_dir())
         fail.seed_id, fail.seed_path, fail.created = s.id, str(path), created
-        fail.replay = replay_hint(path, target.name)
+        fail.replay = replay_hint(path, target.name) + config.payload_flags()
     res.failures.append(fail)

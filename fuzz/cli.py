@@ -19,7 +19,7 @@ from fuzz import seeds as seedstore
 from fuzz.machine import machine_info
 from fuzz.targets import registry
 from fuzz.targets.base import TargetError
-from fuzz.config import CampaignConfig
+from fuzz.config import DTYPES, CampaignConfig
 from fuzz.ops import Case, OpError
 from fuzz.replay import replay_hint
 
@@ -29,7 +29,7 @@ class UsageError(Exception):
 
 
 def _seed_dir(args) -> Path:
-    return Path(args.seeds_dir) if getattr(args, "seeds_dir", None) else seedstore.SEED_DIR
+    return Path(args.seeds_dir) if getattr(args, "seeds_dir", None) else seedstore.default_seeds_dir()
 
 
 def _console():
@@ -71,9 +71,12 @@ def _cmd_fuzz(args) -> int:
     if not names:
         raise UsageError("no target is available here (see kvwindow fuzz --list-targets)")
     targets = [registry.resolve(n) for n in names]  # bad targets fail here, before anything runs
+    if args.width < 1:
+        raise UsageError(f"--width must be >= 1, got {args.width}")
     config = CampaignConfig(targets=names, seconds=args.time, max_examples=args.max_examples,
                             window_max=args.window_max, campaign_seed=args.seed, workers=args.workers,
-                            db=args.db or workers.DEFAULT_DB, seeds_dir=str(_seed_dir(args)))
+                            db=args.db or workers.DEFAULT_DB, seeds_dir=str(_seed_dir(args)),
+                            width=args.width, dtype=args.dtype, long=args.long)
     try:
         database = workers.open_database(config.db)  # a bad --db fails here, before anything runs
     except workers.DatabaseError as e:
@@ -158,7 +161,10 @@ def _cmd_replay(args) -> int:
         return 0
     explicit = bool(args.target)
     names = list(dict.fromkeys(args.target or registry.default_targets()))
-    targets = [registry.resolve(n) for n in names]
+    if args.width < 1:
+        raise UsageError(f"--width must be >= 1, got {args.width}")
+    payload = CampaignConfig(width=args.width, dtype=args.dtype)
+    targets = [registry.resolve(n).configured(payload) for n in names]
     failed = ran = 0
     for path, seed in loaded:
         for t in targets:
@@ -302,6 +308,19 @@ def _delegate(module: str, what: str):
     return run
 
 
+#: What --long costs, measured: ``kvwindow fuzz --target ring-c --long --time 1`` took 113 s (2**31 + 100 k
+#: tokens through ringkv_trace at ~19 M tokens/s) on a shared 2-core machine.
+LONG_COST = "about 2 minutes per such target, 2**31 tokens at ~19 M tokens/s on one core"
+
+
+def _payload_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--width", type=int, default=4, help="floats per key and value pushed into cache targets "
+                        "(default 4)")
+    parser.add_argument("--dtype", default="float32", choices=DTYPES,
+                        help="what the payloads are exact in: a float16/bfloat16 cache stores them bit for bit "
+                             "(default float32)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kvwindow", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -316,7 +335,12 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--db", default=None, help="example database: a directory (default .hypothesis/kvwindow) "
                    "or redis://host:port/n")
     f.add_argument("--report", default=None, help="write a JSON report here")
-    f.add_argument("--seeds-dir", default=None, help="where failures are saved (default fuzz/seeds)")
+    f.add_argument("--seeds-dir", default=None, help="where failures are saved (default: $KVWINDOW_SEEDS, else "
+                   "[tool.kvwindow] seeds-dir in ./pyproject.toml, else ./kvwindow-seeds)")
+    _payload_flags(f)
+    f.add_argument("--long", action="store_true",
+                   help="the bulk phase also crosses position 2**31 on targets with ringkv_trace "
+                        f"(every step checked: {LONG_COST})")
     f.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
     f.add_argument("--list-targets", action="store_true", help="say which targets run here and why not")
     f.set_defaults(func=_cmd_fuzz)
@@ -325,6 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("paths", nargs="*")
     r.add_argument("--target", action="append")
     r.add_argument("--seeds-dir", default=None)
+    _payload_flags(r)
     r.set_defaults(func=_cmd_replay)
 
     s = sub.add_parser("seeds", help="add, list and show regression seeds")

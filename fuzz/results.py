@@ -59,6 +59,12 @@ class TargetResult:
     done: bool = False
     workers: int = 1
     campaign_seed: int | None = None
+    #: Tokens and seconds of the bulk phase (C targets: every step checked through ``ringkv_trace``),
+    #: counted apart from the case-by-case ``tokens``.
+    bulk_tokens: int = 0
+    bulk_seconds: float = 0.0
+    #: The explicit tolerances a logits target compares with (``Target.tolerances``).
+    tolerances: dict[str, Any] = field(default_factory=dict)
 
     @property
     def examples_per_s(self) -> float:
@@ -86,6 +92,9 @@ class TargetResult:
             "done": self.done,
             "workers": self.workers,
             "campaign_seed": self.campaign_seed,
+            "bulk_tokens": self.bulk_tokens,
+            "bulk_seconds": round(self.bulk_seconds, 4),
+            "tolerances": dict(self.tolerances),
         }
 
     @classmethod
@@ -95,7 +104,9 @@ class TargetResult:
                    examples_to_fail=d.get("examples_to_fail"), seconds_to_fail=d.get("seconds_to_fail"),
                    tokens_to_fail=d.get("tokens_to_fail"), failures=[Failure.from_json(f) for f in d["failures"]],
                    interrupted=d.get("interrupted", False), done=d.get("done", False),
-                   workers=d.get("workers", 1), campaign_seed=d.get("campaign_seed"))
+                   workers=d.get("workers", 1), campaign_seed=d.get("campaign_seed"),
+                   bulk_tokens=d.get("bulk_tokens", 0), bulk_seconds=d.get("bulk_seconds", 0.0),
+                   tolerances=dict(d.get("tolerances", {})))
 
 
 def merge(name: str, parts: list[TargetResult]) -> TargetResult:
@@ -106,6 +117,9 @@ def merge(name: str, parts: list[TargetResult]) -> TargetResult:
     for p in parts:
         m.examples += p.examples
         m.tokens += p.tokens
+        m.bulk_tokens += p.bulk_tokens
+        m.bulk_seconds += p.bulk_seconds
+        m.tolerances.update(p.tolerances)
         for k, v in p.phases.items():
             m.phases[k] = m.phases.get(k, 0) + v
         m.versions.update(p.versions)

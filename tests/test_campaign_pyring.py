@@ -37,8 +37,7 @@ def test_cli_fuzz_exit_codes(tmp_path, capsys):
 
 
 def test_cli_fuzz_py_target_exits_1_on_bug(tmp_path, monkeypatch):
-    monkeypatch.setattr(seeds, "SEED_DIR", tmp_path)
-    monkeypatch.setattr(campaign.seedstore, "SEED_DIR", tmp_path)
+    monkeypatch.setenv("KVWINDOW_SEEDS", str(tmp_path))  # the CLI's default seeds directory (seeds.default_seeds_dir)
     rc = main(["fuzz", "--target", BUGGY, "--time", "20", "--seed", "0"])
     assert rc == 1
     assert list(tmp_path.glob("*.json"))
