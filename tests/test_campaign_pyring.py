@@ -1,6 +1,7 @@
 """The first campaign: pyring runs clean, and a broken ring is caught and shrunk to a seed."""
 
 import json
+from pathlib import Path
 
 from fuzz import campaign, seeds
 from fuzz.cli import main
@@ -27,7 +28,7 @@ def test_broken_ring_is_caught_and_shrunk(tmp_path):
     # Shrunk: the minimal trigger is a first eviction, W + 1 pushes of W = 1, or one chunk.
     assert len(stored.case.ops) <= 2
     assert stored.found["target"] == "broken-ring"
-    assert json.loads(open(res.failures[0].seed_path).read())["id"] == stored.id
+    assert json.loads(Path(res.failures[0].seed_path).read_text())["id"] == stored.id
 
 
 def test_cli_fuzz_exit_codes(tmp_path, capsys):
