@@ -7,9 +7,14 @@
  * after n pushes the cache is positions n - min(W, n) .. n-1 with payloads
  * that are a pure function of (epoch, position).
  *
+ * It also evaluates the golden index rows (the rkv_* cases of
+ * tests/golden/spec_cases.json, which Lean's #guard and pyspec check too) through
+ * ringkv_index.h itself.
+ *
  * usage: test_ringkv [seed] [iterations]; exit 0 iff every check passed.
  */
 #include "ringkv.h"
+#include "ringkv_index.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -42,6 +47,96 @@ static long failures = 0, checks = 0;
       if (failures > 20) exit(1);                                 \
     }                                                             \
   } while (0)
+
+/* One golden index row: a ringkv_index.h function, its arguments in order, and the
+ * expected result (rkv_split_range: lo and hi; a predicate: 1 or 0). */
+typedef struct {
+  int index;         /* the case's index in tests/golden/spec_cases.json; -1 ends the table */
+  const char *op;
+  int64_t a[7];
+  int64_t expect[2];
+} golden_index_row_t;
+
+/* BEGIN GENERATED: golden index rows (scripts/gen_goldens.py, tests/golden/spec_cases.json) */
+static const golden_index_row_t GOLDEN_INDEX[] = {
+    {31, "rkv_slot", {2, 5, 0, 0, 0, 0, 0}, {2, 0}}, /* slot before the ring wraps */
+    {32, "rkv_slot", {7, 3, 0, 0, 0, 0, 0}, {1, 0}}, /* slot after the ring wraps */
+    {33, "rkv_slot", {9, 1, 0, 0, 0, 0, 0}, {0, 0}}, /* W = 1: every position in slot 0 */
+    {34, "rkv_len", {2, 4, 0, 0, 0, 0, 0}, {2, 0}}, /* cache length while filling */
+    {35, "rkv_len", {4, 4, 0, 0, 0, 0, 0}, {4, 0}}, /* cache length exactly full */
+    {36, "rkv_len", {10, 4, 0, 0, 0, 0, 0}, {4, 0}}, /* cache length long after wrap-around */
+    {37, "rkv_oldest", {2, 4, 0, 0, 0, 0, 0}, {0, 0}}, /* oldest position while filling is 0 */
+    {38, "rkv_oldest", {5, 4, 0, 0, 0, 0, 0}, {1, 0}}, /* oldest position at the first eviction */
+    {39, "rkv_oldest", {10, 4, 0, 0, 0, 0, 0}, {6, 0}}, /* oldest position long after wrap-around */
+    {40, "rkv_logical_slot", {10, 4, 0, 0, 0, 0, 0}, {2, 0}}, /* logical index 0 reads the oldest slot */
+    {41, "rkv_logical_slot", {10, 4, 3, 0, 0, 0, 0}, {1, 0}}, /* logical order wraps past the last slot */
+    {42, "rkv_logical_slot", {3, 4, 2, 0, 0, 0, 0}, {2, 0}}, /* logical index while filling is the slot */
+    {43, "rkv_chunk_first_kept", {3, 4, 0, 0, 0, 0, 0}, {0, 0}}, /* chunk shorter than W keeps all */
+    {44, "rkv_chunk_first_kept", {4, 4, 0, 0, 0, 0, 0}, {0, 0}}, /* chunk of exactly W keeps all */
+    {45, "rkv_chunk_first_kept", {9, 4, 0, 0, 0, 0, 0}, {5, 0}}, /* chunk longer than W skips its first k - W */
+    {46, "rkv_in_window", {3, 5, 3, 0, 0, 0, 0}, {1, 0}}, /* query sees W-1 back (header) */
+    {47, "rkv_in_window", {3, 5, 2, 0, 0, 0, 0}, {0, 0}}, /* query does not see W back (header) */
+    {48, "rkv_in_window", {3, 5, 6, 0, 0, 0, 0}, {0, 0}}, /* query does not see the future (header) */
+    {49, "rkv_in_window", {1, 4, 4, 0, 0, 0, 0}, {1, 0}}, /* W = 1 query sees only itself (header) */
+    {50, "rkv_chunk_kept", {9, 4, 0, 0, 0, 0, 0}, {4, 0}}, /* chunk longer than W writes W entries */
+    {51, "rkv_chunk_kept", {2, 4, 0, 0, 0, 0, 0}, {2, 0}}, /* chunk shorter than W writes all */
+    {52, "rkv_chunk_kept", {0, 3, 0, 0, 0, 0, 0}, {0, 0}}, /* empty chunk writes nothing */
+    {53, "rkv_chunk_src", {9, 4, 0, 0, 0, 0, 0}, {5, 0}}, /* first write of a long chunk copies entry k - W */
+    {54, "rkv_chunk_src", {9, 4, 3, 0, 0, 0, 0}, {8, 0}}, /* last write of a long chunk copies the last entry */
+    {55, "rkv_chunk_src", {2, 4, 1, 0, 0, 0, 0}, {1, 0}}, /* short chunk copies entry i */
+    {56, "rkv_chunk_dst", {6, 9, 4, 0, 0, 0, 0}, {3, 0}}, /* first write of a long chunk after a wrapped cache */
+    {57, "rkv_chunk_dst", {6, 9, 4, 3, 0, 0, 0}, {2, 0}}, /* last write of a long chunk after a wrapped cache */
+    {58, "rkv_chunk_dst", {7, 1, 3, 0, 0, 0, 0}, {1, 0}}, /* single-token step writes slot pos0 mod W */
+    {59, "rkv_slot_valid", {2, 4, 1, 0, 0, 0, 0}, {1, 0}}, /* filled slot while filling is valid */
+    {60, "rkv_slot_valid", {2, 4, 2, 0, 0, 0, 0}, {0, 0}}, /* unfilled slot while filling is not valid */
+    {61, "rkv_slot_valid", {10, 4, 3, 0, 0, 0, 0}, {1, 0}}, /* every slot valid once full */
+    {62, "rkv_slot_pos", {10, 4, 1, 0, 0, 0, 0}, {9, 0}}, /* slot to position after wrap-around (newest) */
+    {63, "rkv_slot_pos", {10, 4, 2, 0, 0, 0, 0}, {6, 0}}, /* slot to position after wrap-around (oldest) */
+    {64, "rkv_slot_pos", {3, 4, 2, 0, 0, 0, 0}, {2, 0}}, /* slot to position while filling */
+    {65, "rkv_slot_pos", {7, 3, 0, 0, 0, 0, 0}, {6, 0}}, /* slot to position where s < slot of the oldest */
+    {66, "rkv_split_range", {10, 3, 1, 0, 0, 0, 0}, {4, 8}}, /* split-K middle split */
+    {67, "rkv_split_range", {10, 3, 2, 0, 0, 0, 0}, {8, 10}}, /* split-K last split is clamped to len */
+    {68, "rkv_split_range", {2, 4, 3, 0, 0, 0, 0}, {2, 2}}, /* split-K trailing split is empty */
+    {69, "rkv_split_range", {0, 2, 0, 0, 0, 0, 0}, {0, 0}}, /* split-K of an empty cache */
+    {70, "rkv_cache_row", {1, 0, 2, 3, 2, 4, 5}, {53, 0}}, /* cache row of a slot */
+    {71, "rkv_cache_row", {0, 1, 0, 0, 2, 4, 5}, {20, 0}}, /* cache row of the first slot of a layer */
+    {-1, NULL, {0, 0, 0, 0, 0, 0, 0}, {0, 0}},
+};
+/* END GENERATED: golden index rows */
+
+/* The header function a row names, applied to its arguments; *second gets split_range's hi. */
+static int golden_eval(const golden_index_row_t *g, int64_t *first, int64_t *second) {
+  const int64_t *a = g->a;
+  *second = 0;
+  if (!strcmp(g->op, "rkv_slot")) *first = rkv_slot(a[0], a[1]);
+  else if (!strcmp(g->op, "rkv_len")) *first = rkv_len(a[0], a[1]);
+  else if (!strcmp(g->op, "rkv_oldest")) *first = rkv_oldest(a[0], a[1]);
+  else if (!strcmp(g->op, "rkv_logical_slot")) *first = rkv_logical_slot(a[0], a[1], a[2]);
+  else if (!strcmp(g->op, "rkv_chunk_first_kept")) *first = rkv_chunk_first_kept(a[0], a[1]);
+  else if (!strcmp(g->op, "rkv_in_window")) *first = rkv_in_window(a[0], a[1], a[2]);
+  else if (!strcmp(g->op, "rkv_chunk_kept")) *first = rkv_chunk_kept(a[0], a[1]);
+  else if (!strcmp(g->op, "rkv_chunk_src")) *first = rkv_chunk_src(a[0], a[1], a[2]);
+  else if (!strcmp(g->op, "rkv_chunk_dst")) *first = rkv_chunk_dst(a[0], a[1], a[2], a[3]);
+  else if (!strcmp(g->op, "rkv_slot_valid")) *first = rkv_slot_valid(a[0], a[1], a[2]);
+  else if (!strcmp(g->op, "rkv_slot_pos")) *first = rkv_slot_pos(a[0], a[1], a[2]);
+  else if (!strcmp(g->op, "rkv_split_range")) rkv_split_range(a[0], a[1], a[2], first, second);
+  else if (!strcmp(g->op, "rkv_cache_row")) *first = rkv_cache_row(a[0], a[1], a[2], a[3], a[4], a[5], a[6]);
+  else return 0;
+  return 1;
+}
+
+static void check_golden_index(void) {
+  int rows = 0;
+  for (const golden_index_row_t *g = GOLDEN_INDEX; g->op != NULL; g++, rows++) {
+    int64_t first = -1, second = -1;
+    int known = golden_eval(g, &first, &second);
+    CHECK(known, "golden case #%d: unknown index op %s", g->index, g->op);
+    CHECK(first == g->expect[0] && second == g->expect[1],
+          "golden case #%d %s: got (%" PRId64 ", %" PRId64 ") want (%" PRId64 ", %" PRId64 ")",
+          g->index, g->op, first, second, g->expect[0], g->expect[1]);
+  }
+  CHECK(rows > 0, "no golden index rows");
+}
 
 typedef struct {
   ringkv_t *r;
@@ -234,6 +329,7 @@ int main(int argc, char **argv) {
   rng_state ^= argc > 1 ? strtoull(argv[1], NULL, 10) * 0x9E3779B97F4A7C15ULL : 0;
   if (rng_state == 0) rng_state = 1;
   long iters = argc > 2 ? strtol(argv[2], NULL, 10) : 20000;
+  check_golden_index();
   /* Two independent rings of different widths, interleaved: no shared state. */
   sim_t sims[2] = {{NULL, 5, 4, 0, 0}, {NULL, 3, 16, 0, 100}};
   for (int i = 0; i < 2; i++) {

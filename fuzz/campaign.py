@@ -39,6 +39,7 @@ from fuzz.replay import replay_hint
 from fuzz.results import Failure, TargetResult
 from fuzz.strategies import boundary_tours, cases, uniform_cases
 from fuzz.targets.base import HARNESS, Target, failure_kind
+from fuzz.targets.ring_bulk import bulk_phase
 
 BATCH = 100
 
@@ -90,7 +91,8 @@ def fuzz_target(
     """
     seconds = config.seconds if seconds is None else seconds
     max_examples = config.max_examples
-    res = TargetResult(target.name, versions=target.versions())
+    target = target.configured(config)  # the campaign's payload width and dtype
+    res = TargetResult(target.name, versions=target.versions(), tolerances=target.tolerances())
     campaign_seed = config.campaign_seed
     if campaign_seed is None:  # a campaign is always reproducible: draw its seed and report it
         campaign_seed = random.SystemRandom().randrange(2**32)
@@ -100,8 +102,8 @@ def fuzz_target(
     if config.tester == "uniform":
         strat, tours = uniform_cases(wmax, max_tokens=target.max_tokens, salt=campaign_seed), []
     else:  # the boundary-biased strategies, starting from the boundary tours (first batch only)
-        strat = cases(wmax, max_tokens=target.max_tokens, start_window=start_window)
-        tours = [c for c in boundary_tours(wmax, target.max_tokens) if target.accepts(c) is None]
+        strat = cases(wmax, max_tokens=target.max_tokens, start_window=start_window, bad=target.bad_kinds)
+        tours = [c for c in boundary_tours(wmax, target.max_tokens, target.bad_kinds) if target.accepts(c) is None]
     start = time.monotonic()
     hard = start + seconds + slack(seconds) if deadline is None else deadline
     best: list[_Found] = []  # [smallest failing case so far], once something failed
@@ -169,6 +171,28 @@ def fuzz_target(
             test = example(case)(test)
         return given(strat)(test)
 
+    def bulk() -> bool:
+        """The bulk phase (targets with ``ringkv_trace``), once per biased campaign: True when it failed
+        (it counts as one example; its tokens are ``bulk_tokens``, apart from the cases'). Its failure
+        comes reduced to an op list (:func:`fuzz.targets.ring_bulk.reduce_bulk_failure`)."""
+        bulk_state["done"] = True
+        phase = bulk_phase(target, config, campaign_seed)
+        if phase is None:
+            return False
+        res.bulk_tokens += phase.tokens
+        res.bulk_seconds += phase.seconds
+        if phase.error is None:
+            return False
+        if failure_kind(phase.error) == HARNESS:
+            fault.append(phase.error)
+            return True
+        res.examples_to_fail = res.examples + 1
+        res.seconds_to_fail = round(time.monotonic() - start, 4)
+        res.tokens_to_fail = res.tokens + phase.tokens
+        bulk_state["found"] = _Found(phase.case, phase.error)
+        return True
+
+    bulk_state: dict = {"done": config.tester == "uniform", "found": None}  # the naive baseline has no bulk phase
     batch = 0
     error: BaseException | None = None
     try:
@@ -205,6 +229,10 @@ def fuzz_target(
                 break
             if best:  # a failure whose shrinking ended some other way: keep what was found
                 break
+            if not bulk_state["done"] and bulk():  # after the boundary tours and the first batch
+                break
+        if not bulk_state["done"] and error is None and not best and not fault and not res.interrupted:
+            bulk()  # the first batch never completed (max_examples or the time ran out first)
     except KeyboardInterrupt:  # a second Ctrl-C, or one outside the test function
         res.interrupted = True
     finally:
@@ -213,6 +241,8 @@ def fuzz_target(
     note = None
     if error is not None and hasattr(error, "_kvwindow_case"):
         smallest: _Found | None = _Found(error._kvwindow_case, error)  # Hypothesis's shrunk case, replayed last
+    elif bulk_state["found"] is not None:
+        smallest = bulk_state["found"]  # reduced already: never a tour, so not reduced again below
     else:
         smallest = best[0] if best else None
         if error is not None and isinstance(error, Flaky) and smallest is not None:
@@ -225,7 +255,7 @@ def fuzz_target(
     if fault:
         res.faults.append(_fault_line(fault[0]))
     if smallest is not None:
-        if smallest.case in tours and not fault and not res.interrupted:
+        if smallest.case in tours and smallest is not bulk_state["found"] and not fault and not res.interrupted:
             # explicit examples are not shrunk by Hypothesis: reduce them here
             res.phase = "reducing"
             publish()
@@ -324,16 +354,23 @@ def _record_failure(res: TargetResult, target: Target, error: BaseException, cas
 def save_failure(fail: Failure, config: CampaignConfig, campaign_seed: int | None, *,
                  note: str | None = None) -> Failure:
     """Save ``fail``'s case as a seed (when ``config.save_seeds``) and say where in ``fail``; a seed that
-    cannot be written is kept in the failure (``seed_error``) for the CLI to print in full, never dropped."""
+    cannot be written is kept in the failure (``seed_error``) for the CLI to print in full, never dropped.
+    A campaign with a non-default ``--width``/``--dtype`` records them in the seed and in the replay hint."""
     if note is not None:
         fail.note = note
     if not config.save_seeds:
         return fail
     found = {"target": fail.target, "kind": fail.kind, "error": fail.error[:500],
              "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "campaign_seed": campaign_seed}
+    if (config.width, config.dtype) != (CampaignConfig.width, CampaignConfig.dtype):
+        found.update(width=config.width, dtype=config.dtype)
     s = seedstore.Seed(fail.case, found)
-    directory = config.seeds_dir if config.seeds_dir is not None else seedstore.SEED_DIR
     fail.seed_id = s.id
+    try:
+        directory = config.seeds_dir if config.seeds_dir is not None else seedstore.default_seeds_dir()
+    except seedstore.SeedError as e:  # an unreadable [tool.kvwindow]: the seed is printed in full instead
+        fail.seed_error = f"cannot tell where seeds go: {e}"
+        return fail
     try:
         saved = seedstore.store_seed(s, directory)
     except (OSError, seedstore.SeedError) as e:
@@ -341,5 +378,5 @@ def save_failure(fail: Failure, config: CampaignConfig, campaign_seed: int | Non
     else:
         fail.seed_path, fail.created = str(saved.path), saved.created
         fail.moved_aside = None if saved.moved_aside is None else str(saved.moved_aside)
-        fail.replay = replay_hint(saved.path, fail.target)
+        fail.replay = replay_hint(saved.path, fail.target) + config.payload_flags()
     return fail

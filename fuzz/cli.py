@@ -29,7 +29,7 @@ from fuzz import seeds as seedstore
 from fuzz.machine import machine_info
 from fuzz.targets import registry
 from fuzz.targets.base import HARNESS, TargetError
-from fuzz.config import OP_MEMORY_MB, OP_TIMEOUT, WINDOW_BOUND, CampaignConfig
+from fuzz.config import DTYPES, OP_MEMORY_MB, OP_TIMEOUT, WINDOW_BOUND, CampaignConfig
 from fuzz.ops import Case, OpError
 from fuzz.replay import replay_hint
 
@@ -45,7 +45,7 @@ class UsageError(Exception):
 
 
 def _seed_dir(args) -> Path:
-    return Path(args.seeds_dir) if getattr(args, "seeds_dir", None) else seedstore.SEED_DIR
+    return Path(args.seeds_dir) if getattr(args, "seeds_dir", None) else seedstore.default_seeds_dir()
 
 
 def _console():
@@ -101,6 +101,11 @@ def _check_isolation_flags(args) -> None:
                          "it cannot be combined with --no-isolate")
 
 
+def _check_payload_flags(args) -> None:
+    if args.width < 1:
+        raise UsageError(f"--width must be >= 1, got {args.width}")
+
+
 def _check_fuzz_flags(args) -> None:
     from fuzz.workers import max_workers
 
@@ -113,6 +118,7 @@ def _check_fuzz_flags(args) -> None:
     if not 1 <= args.workers <= bound:
         raise UsageError(f"--workers must be between 1 and {bound} on this machine (4 per usable core, one per "
                          f"256 MiB of available memory), got {args.workers}")
+    _check_payload_flags(args)
     _check_isolation_flags(args)
 
 
@@ -189,7 +195,8 @@ def _cmd_fuzz(args) -> int:
         _writable_dir(db, "--db")
     config = CampaignConfig(targets=names, seconds=args.time, max_examples=args.max_examples,
                             window_max=args.window_max, campaign_seed=args.seed, workers=args.workers,
-                            db=db, seeds_dir=str(seeds_dir), **_isolation(args))
+                            db=db, seeds_dir=str(seeds_dir), width=args.width, dtype=args.dtype, long=args.long,
+                            **_isolation(args))
     try:
         database = workers.open_database(config.db)  # a bad --db fails here, before anything runs
     except workers.DatabaseError as e:
@@ -300,6 +307,7 @@ def _cmd_replay(args) -> int:
     from fuzz.replay import replay_outcome
     from fuzz.targets import isolated
 
+    _check_payload_flags(args)
     _check_isolation_flags(args)
     files = _seed_files(args.paths, _seed_dir(args))
     loaded, malformed = [], 0
@@ -314,8 +322,8 @@ def _cmd_replay(args) -> int:
         return EXIT_USAGE if malformed else EXIT_OK
     explicit = bool(args.target)
     names = list(dict.fromkeys(args.target or registry.default_targets()))
-    config = CampaignConfig(**_isolation(args))
-    targets = _resolve_all(names, config)
+    config = CampaignConfig(width=args.width, dtype=args.dtype, **_isolation(args))
+    targets = [t.configured(config) for t in _resolve_all(names, config)]
     found = faults = ran = 0
     try:
         for path, seed in loaded:
@@ -495,6 +503,19 @@ def _isolation_flags(p: argparse.ArgumentParser) -> None:
                         "child: a sanitizer report is a crash")
 
 
+#: What --long costs, measured: ``kvwindow fuzz --target ring-c --long --time 1`` took 113 s (2**31 + 100 k
+#: tokens through ringkv_trace at ~19 M tokens/s) on a shared 2-core machine.
+LONG_COST = "about 2 minutes per such target, 2**31 tokens at ~19 M tokens/s on one core"
+
+
+def _payload_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--width", type=int, default=4, help="floats per key and value pushed into cache targets "
+                        "(default 4)")
+    parser.add_argument("--dtype", default="float32", choices=DTYPES,
+                        help="what the payloads are exact in: a float16/bfloat16 cache stores them bit for bit "
+                             "(default float32)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kvwindow", description=__doc__.splitlines()[0], epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -513,7 +534,12 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--db", default=None, help="example database: a directory (default .hypothesis/kvwindow) "
                    "or redis://host:port/n")
     f.add_argument("--report", default=None, help="write a JSON report here")
-    f.add_argument("--seeds-dir", default=None, help="where failures are saved (default fuzz/seeds)")
+    f.add_argument("--seeds-dir", default=None, help="where failures are saved (default: $KVWINDOW_SEEDS, else "
+                   "[tool.kvwindow] seeds-dir in ./pyproject.toml, else ./kvwindow-seeds)")
+    _payload_flags(f)
+    f.add_argument("--long", action="store_true",
+                   help="the bulk phase also crosses position 2**31 on targets with ringkv_trace "
+                        f"(every step checked: {LONG_COST})")
     f.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
     f.add_argument("--list-targets", action="store_true", help="say which targets run here and why not")
     _isolation_flags(f)
@@ -524,6 +550,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("paths", nargs="*")
     r.add_argument("--target", action="append")
     r.add_argument("--seeds-dir", default=None)
+    _payload_flags(r)
     _isolation_flags(r)
     r.set_defaults(func=_cmd_replay)
 

@@ -77,6 +77,12 @@ class TargetResult:
     pending: Failure | None = None
     #: Things the user should know that are neither findings nor faults (e.g. a database that went away).
     warnings: list[str] = field(default_factory=list)
+    #: Tokens and seconds of the bulk phase (C targets: every step checked through ``ringkv_trace``),
+    #: counted apart from the case-by-case ``tokens``.
+    bulk_tokens: int = 0
+    bulk_seconds: float = 0.0
+    #: The explicit tolerances a logits target compares with (``Target.tolerances``).
+    tolerances: dict[str, Any] = field(default_factory=dict)
 
     @property
     def examples_per_s(self) -> float:
@@ -108,6 +114,9 @@ class TargetResult:
             "phase": self.phase,
             "pending": None if self.pending is None else self.pending.to_json(),
             "warnings": list(self.warnings),
+            "bulk_tokens": self.bulk_tokens,
+            "bulk_seconds": round(self.bulk_seconds, 4),
+            "tolerances": dict(self.tolerances),
         }
 
     @classmethod
@@ -120,7 +129,9 @@ class TargetResult:
                    workers=d.get("workers", 1), campaign_seed=d.get("campaign_seed"),
                    faults=list(d.get("harness_faults", [])), phase=d.get("phase", "fuzzing"),
                    pending=None if d.get("pending") is None else Failure.from_json(d["pending"]),
-                   warnings=list(d.get("warnings", [])))
+                   warnings=list(d.get("warnings", [])),
+                   bulk_tokens=d.get("bulk_tokens", 0), bulk_seconds=d.get("bulk_seconds", 0.0),
+                   tolerances=dict(d.get("tolerances", {})))
 
 
 def merge(name: str, parts: list[TargetResult]) -> TargetResult:
@@ -131,6 +142,9 @@ def merge(name: str, parts: list[TargetResult]) -> TargetResult:
     for p in parts:
         m.examples += p.examples
         m.tokens += p.tokens
+        m.bulk_tokens += p.bulk_tokens
+        m.bulk_seconds += p.bulk_seconds
+        m.tolerances.update(p.tolerances)
         for k, v in p.phases.items():
             m.phases[k] = m.phases.get(k, 0) + v
         m.versions.update(p.versions)

@@ -27,6 +27,8 @@ from typing import Any, NamedTuple
 from fuzz.config import CHUNK_BOUND, WINDOW_BOUND
 from fuzz.ops import Case, Chunk, OpError
 
+#: This repository's own regression seeds (shipped with the package, replayed by ``make test``);
+#: campaigns save into :func:`default_seeds_dir`, never here unless a project points there.
 SEED_DIR = Path(__file__).parent / "seeds"
 FORMAT = 1
 #: The largest file read as a seed: a seed is a few kilobytes.
@@ -35,6 +37,35 @@ MAX_SEED_BYTES = 1 << 20
 TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[^.]+\.tmp$")
 #: A temp file older than this (seconds) is stale even if a process of its pid is alive (pids are reused).
 TEMP_STALE_S = 3600.0
+#: The environment variable that names a seeds directory.
+SEEDS_ENV = "KVWINDOW_SEEDS"
+#: The default seeds directory, in the current directory.
+DEFAULT_SEEDS = "kvwindow-seeds"
+
+
+def default_seeds_dir(cwd: str | Path | None = None) -> Path:
+    """Where a user's seeds live when ``--seeds-dir`` does not say: ``$KVWINDOW_SEEDS``, else
+    ``[tool.kvwindow] seeds-dir`` of ``pyproject.toml`` in ``cwd`` (relative to it), else
+    ``cwd/kvwindow-seeds`` — the user's project, never the installed package. A pyproject.toml
+    that cannot be read, or whose setting is not a string, raises :class:`SeedError` naming it."""
+    base = Path.cwd() if cwd is None else Path(cwd)
+    env = os.environ.get(SEEDS_ENV)
+    if env:
+        return base / env
+    pyproject = base / "pyproject.toml"
+    if pyproject.is_file():
+        import tomllib
+
+        try:
+            doc = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise SeedError(f"{pyproject}: cannot read [tool.kvwindow]: {e}") from e
+        value = doc.get("tool", {}).get("kvwindow", {}).get("seeds-dir")
+        if value is not None:
+            if not isinstance(value, str) or not value:
+                raise SeedError(f"{pyproject}: [tool.kvwindow] seeds-dir must be a path string, got {value!r}")
+            return base / value
+    return base / DEFAULT_SEEDS
 
 
 class SeedError(ValueError):

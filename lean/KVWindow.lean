@@ -1,8 +1,11 @@
+import KVWindow.Lemmas.Arith
+import KVWindow.Lemmas.List
 import KVWindow.Spec
 import KVWindow.Window
 import KVWindow.Positions
 import KVWindow.Ring
 import KVWindow.Attention
 import KVWindow.Sinks
+import KVWindow.IndexRing
 import KVWindow.Goldens
 import KVWindow.Audit

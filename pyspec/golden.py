@@ -1,9 +1,12 @@
-"""The golden table (``tests/golden/spec_cases.json``): hand-picked cases both halves check.
+"""The golden table (``tests/golden/spec_cases.json``): hand-picked cases every layer checks.
 
 pyspec is tested against every case here; ``scripts/gen_goldens.py`` turns the
-same table into ``lean/KVWindow/Goldens.lean`` ``#guard`` lines. Entries are
-natural numbers (positions). Each case has an ``op`` naming the Lean
-definition it exercises, that definition's arguments, and ``expect``.
+same table into ``lean/KVWindow/Goldens.lean`` ``#guard`` lines and, for the
+index-math rows (``op`` a function of ``csrc/ringkv_index.h``), into the rows the
+C test (``csrc/test_ringkv.c``) checks; ``tests/test_golden_index.py`` checks those
+rows against the header compiled for the CPU (``impl._cudaindex``). Entries are
+natural numbers (positions). Each case has an ``op`` naming the Lean definition
+it exercises, that definition's arguments, and ``expect``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyspec import spec
+from pyspec import index_ring, spec
 from pyspec.ring import ring_run
 from pyspec.spec import sink_run
 
@@ -33,8 +36,28 @@ OPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "sinkRun": ("sinkRun", ("s", "w", "hs")),
     "positionsLastWindow": ("positionsLastWindow", ("w", "n")),
     "inWindow": ("inWindow", ("w", "t", "p")),
+    # csrc/ringkv_index.h, mirrored by lean/KVWindow/IndexRing.lean and pyspec/index_ring.py
+    "rkv_slot": ("rkv_slot", ("pos", "w")),
+    "rkv_len": ("rkv_len", ("n", "w")),
+    "rkv_oldest": ("rkv_oldest", ("n", "w")),
+    "rkv_logical_slot": ("rkv_logical_slot", ("n", "w", "i")),
+    "rkv_chunk_first_kept": ("rkv_chunk_first_kept", ("k", "w")),
+    "rkv_in_window": ("rkv_in_window", ("w", "t", "p")),
+    "rkv_chunk_kept": ("rkv_chunk_kept", ("k", "w")),
+    "rkv_chunk_src": ("rkv_chunk_src", ("k", "w", "i")),
+    "rkv_chunk_dst": ("rkv_chunk_dst", ("pos0", "k", "w", "i")),
+    "rkv_slot_valid": ("rkv_slot_valid", ("n", "w", "s")),
+    "rkv_slot_pos": ("rkv_slot_pos", ("n", "w", "s")),
+    "rkv_split_range": ("rkv_split_range", ("len", "nsplit", "j")),
+    "rkv_cache_row": ("rkv_cache_row", ("b", "l", "h", "s", "L", "hkv", "w")),
 }
 LIST_ARGS = {"hs", "c", "ys"}  #: arguments that are lists (the rest are naturals)
+INDEX_OPS = frozenset(op for op in OPS if op.startswith("rkv_"))  #: the functions of ringkv_index.h
+BOOL_OPS = frozenset({"inWindow", "rkv_in_window", "rkv_slot_valid"})  #: ops whose result is true/false
+PAIR_OPS = frozenset({"rkv_split_range"})  #: ops whose result is a pair, written [lo, hi]
+#: index ops the header only defines for w >= 1 (they divide by w or compare against it)
+_NEEDS_W = frozenset(op for op in INDEX_OPS if "w" in OPS[op][1]) - {"rkv_in_window", "rkv_cache_row"}
+_INT64_SAFE = 1 << 62  #: index-row values stay far from int64 overflow in C and CUDA
 
 
 @dataclass(frozen=True)
@@ -72,17 +95,45 @@ def _parse(i: int, raw: Any) -> Case:
     if "expect" not in raw:
         raise GoldenCaseError(f"golden case #{i} ({name!r}): missing 'expect'")
     expect = raw["expect"]
-    if op == "inWindow":
+    if op in BOOL_OPS:
         if not isinstance(expect, bool):
             raise GoldenCaseError(f"golden case #{i} ({name!r}): 'expect' must be true/false, got {expect!r}")
+    elif op in PAIR_OPS:
+        if not (isinstance(expect, list) and len(expect) == 2 and all(_nat(x) for x in expect)):
+            raise GoldenCaseError(f"golden case #{i} ({name!r}): 'expect' must be [lo, hi], got {expect!r}")
+    elif op in INDEX_OPS:
+        if not _nat(expect):
+            raise GoldenCaseError(f"golden case #{i} ({name!r}): 'expect' must be a natural number, got {expect!r}")
     elif not (isinstance(expect, list) and all(_nat(x) for x in expect)):
         raise GoldenCaseError(f"golden case #{i} ({name!r}): 'expect' must be a list of naturals, got {expect!r}")
     if op == "ringRun" and args["w"] < 1:
         raise GoldenCaseError(f"golden case #{i} ({name!r}): a ring needs w >= 1, got {args['w']}")
+    if op in INDEX_OPS:
+        _check_index_preconditions(i, name, op, args)
     extra = set(raw) - {"name", "op", "expect", "why"} - set(OPS[op][1])
     if extra:
         raise GoldenCaseError(f"golden case #{i} ({name!r}): unknown keys {sorted(extra)}")
     return Case(i, name, op, args, expect)
+
+
+def _check_index_preconditions(i: int, name: str, op: str, args: dict[str, Any]) -> None:
+    """An index row is evaluated by the C header too, so it must meet the header's preconditions."""
+    if op in _NEEDS_W and args["w"] < 1:
+        raise GoldenCaseError(f"golden case #{i} ({name!r}): {op} needs w >= 1 (the C header divides "
+                              f"by or compares against w), got w = {args['w']}")
+    if op == "rkv_split_range" and args["nsplit"] < 1:
+        raise GoldenCaseError(f"golden case #{i} ({name!r}): rkv_split_range needs nsplit >= 1, "
+                              f"got {args['nsplit']}")
+    big = [a for a, v in args.items() if v >= _INT64_SAFE]
+    if big or (op == "rkv_cache_row"
+               and index_ring.rkv_cache_row(*(args[a] for a in OPS[op][1])) >= _INT64_SAFE):
+        raise GoldenCaseError(f"golden case #{i} ({name!r}): values must stay below 2**62 so the C and "
+                              f"CUDA int64 arithmetic cannot overflow ({big or 'the row'})")
+
+
+def index_cases(cases: list[Case]) -> list[Case]:
+    """The rows for ``csrc/ringkv_index.h`` (checked by Lean, pyspec, the C test and ``impl._cudaindex``)."""
+    return [c for c in cases if c.op in INDEX_OPS]
 
 
 def load_cases(path: str | Path) -> list[Case]:
@@ -109,4 +160,10 @@ def evaluate(case: Case) -> Any:
         "sinkRun": lambda: sink_run(a.get("s"), a.get("w"), a.get("hs")),
         "positionsLastWindow": lambda: spec.positions_last_window(a.get("w"), a.get("n")),
         "inWindow": lambda: spec.in_window(a.get("w"), a.get("t"), a.get("p")),
-    }[case.op]()
+    }.get(case.op, lambda: _evaluate_index(case))()
+
+
+def _evaluate_index(case: Case) -> Any:
+    """An index op: the pyspec mirror of the header function of the same name."""
+    got = getattr(index_ring, case.op)(*(case.args[a] for a in OPS[case.op][1]))
+    return list(got) if isinstance(got, tuple) else got  # rkv_split_range: (lo, hi) as [lo, hi]

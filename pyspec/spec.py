@@ -1,5 +1,7 @@
 """Mirror of ``lean/KVWindow/Spec.lean``, ``Positions.lean``, ``Attention.lean``, ``Sinks.lean``.
 
+(The ring ``csrc/ringkv.c`` ships, ``IndexRing.lean``, is mirrored in ``pyspec/index_ring.py``.)
+
 Entries are opaque: the list functions never look inside them. Only the
 position functions read a position, through :func:`pos_of`.
 
@@ -9,9 +11,10 @@ that as ``max(0, a - b)`` where it matters, so the two agree on every input.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 T = TypeVar("T")
+A = TypeVar("A")
 
 
 def _nat(name: str, value: Any) -> int:
@@ -106,6 +109,23 @@ def in_window(w: int, t: int, p: int) -> bool:
     """
     _nat("window", w)
     return p <= t and t < p + w
+
+
+def guard_step(f: Callable[[A, T], A], p: Callable[[T], bool], acc: A, a: T) -> A:
+    """Lean ``KVList.guardStep f p acc a := if p a = true then f acc a else acc``: one key of a
+    fold that the mask ``p`` may hide (a hidden key leaves the accumulator unchanged)."""
+    return f(acc, a) if p(a) else acc
+
+
+def masked_fold(f: Callable[[A, T], A], mask: Callable[[T], bool], init: A, keys: Iterable[T]) -> A:
+    """Lean ``KVWindow.maskedFold f mask init keys := keys.foldl (guardStep f mask) init``:
+    attention as a kernel computes it, key by key, a masked key contributing nothing
+    (a ``-inf`` logit has softmax weight 0). ``attention_eq`` says the full history
+    masked for the newest query gives the same result as the cache with no mask."""
+    acc = init
+    for k in keys:
+        acc = guard_step(f, mask, acc, k)
+    return acc
 
 
 def sink_window(s: int, w: int, hs: Sequence[T]) -> list[T]:

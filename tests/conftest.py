@@ -6,3 +6,6 @@ from hypothesis import HealthCheck, settings
 settings.register_profile("kvwindow", deadline=None, max_examples=60,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "kvwindow"))
+
+# Fixtures several test modules share.
+from tests.support.csrc import built  # noqa: E402,F401

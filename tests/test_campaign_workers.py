@@ -7,6 +7,7 @@ import time
 import pytest
 
 from fuzz.cli import main
+from fuzz.targets import registry
 from fuzz.strategies import boundary_tours
 from tests.support.caches import BUGGY, WIDE_BUGGY
 from tests.support.redis_server import free_port, redis_server
@@ -57,7 +58,9 @@ def test_redis_database_is_shared(redis_url, tmp_path, capsys):
     rc = main(["fuzz", "--target", WIDE_BUGGY, "--time", "30", "--seed", "99", "--db", redis_url,
                "--seeds-dir", str(sd), "--report", str(rep)])
     assert rc == 1
-    assert json.loads(rep.read_text())["targets"][0]["examples_to_fail"] == len(boundary_tours()) + 1
+    target = registry.resolve(WIDE_BUGGY)  # its tours: the boundary tours, its error tour, the long tour
+    tours = boundary_tours(16, target.max_tokens, target.bad_kinds)
+    assert json.loads(rep.read_text())["targets"][0]["examples_to_fail"] == len(tours) + 1
 
 
 def test_unreachable_redis_is_a_usage_error(capsys):

@@ -64,9 +64,6 @@ def test_layer_that_keeps_one_more_is_caught(tmp_path):
         def __init__(self, sliding_window, **kw):
             super().__init__(sliding_window=sliding_window + 1, **kw)
 
-        def get_mask_sizes(self, query_length):
-            return super().get_mask_sizes(query_length)
-
     t = HFCacheTarget("dynamic", layer_class=KeepsOneMore, name="keeps-one-more")
     res = fuzz_target(t, CampaignConfig(seconds=30, max_examples=200, campaign_seed=2, seeds_dir=str(tmp_path)))
     assert res.failures and "Mismatch" in res.failures[0].error

@@ -12,11 +12,15 @@ from fuzz.targets.hf.caches import HFCacheTarget, make_hf_dynamic  # noqa: E402
 from fuzz.ops import Case, Chunk, Push  # noqa: E402
 from fuzz.targets.base import Mismatch  # noqa: E402
 from impl.hf import compat  # noqa: E402
+from packaging.version import Version  # noqa: E402
 from fuzz.targets.hf.models import HFModelTarget  # noqa: E402
 
 API = compat.info().api
 layers = pytest.mark.skipif(API != "layers", reason="finding is on the 5.x per-layer cache API")
 legacy = pytest.mark.skipif(API != "legacy", reason="finding is on the 4.45 cache API")
+# docs/findings/hf-445-sliding-cache.md part 1: the early eviction at W-1 is in 4.45-4.51 (fixed in 4.52).
+EARLY_EVICTION = API == "legacy" and Version(compat.info().transformers) < Version("4.52")
+early_eviction = pytest.mark.skipif(not EARLY_EVICTION, reason="early eviction at W-1 is 4.45-4.51's")
 
 
 @layers
@@ -41,11 +45,18 @@ def test_static_empty_update_when_full():
 
 @legacy
 def test_445_static_empty_update_crashes():
-    with pytest.raises(Mismatch, match="raised IndexError"):
+    # docs/findings/hf-static-sliding-empty-update.md: 4.45-4.55 raise on any empty update; 4.56's
+    # SlidingWindowLayer only once the window is full.
+    if Version(compat.info().transformers) < Version("4.56"):
+        with pytest.raises(Mismatch, match="raised IndexError"):
+            HFCacheTarget("static", strict=True).run(Case(3, [Chunk(0)]))
+    else:
         HFCacheTarget("static", strict=True).run(Case(3, [Chunk(0)]))
+        with pytest.raises(Mismatch, match="raised RuntimeError"):
+            HFCacheTarget("static", strict=True).run(Case(2, [Chunk(2), Chunk(0)]))
 
 
-@legacy
+@early_eviction
 def test_445_hybrid_cache_decoding_through_position_w_minus_1():
     # The third token's update returns [1, <zero slot>, 2]: position 0 was evicted one step early.
     with pytest.raises(Mismatch, match=r"returned rows for positions \[1, None, 2\].*also needs \[0\]"):
@@ -54,6 +65,15 @@ def test_445_hybrid_cache_decoding_through_position_w_minus_1():
     t._convention = lambda n, w: None
     with pytest.raises(Mismatch, match="logits at position 2"):
         t.run(Case(3, [Push(), Push(), Push()]))
+
+
+@pytest.mark.skipif(API != "legacy" or EARLY_EVICTION, reason="legacy API releases after the 4.52 fix")
+def test_decoding_through_position_w_minus_1_is_right_from_4_52():
+    """The converse: on 4.52-4.56 the same case holds the spec (the finding's release range ends at 4.51)."""
+    HFCacheTarget("static", strict=True).run(Case(3, [Push(), Push(), Push()]))
+    t = HFModelTarget("gemma2", strict=True, modes=["manual"], attns=["eager"])
+    t._convention = lambda n, w: None
+    t.run(Case(3, [Push(), Push(), Push()]))
 
 
 @legacy

@@ -1,6 +1,8 @@
 """pyspec basics: bad input, the bulk mirror against the list mirror, the golden table."""
 
+import dataclasses
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -8,8 +10,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 import pyspec
-from pyspec import bulk
-from pyspec.golden import GoldenCaseError, evaluate, load_cases
+from pyspec import bulk, index_ring
+from pyspec.golden import INDEX_OPS, GoldenCaseError, evaluate, load_cases
 
 GOLDEN = Path(__file__).parent / "golden" / "spec_cases.json"
 
@@ -39,8 +41,25 @@ def test_golden_table_pyspec_agrees_with_every_case():
     assert len(cases) >= 20
     ops = {c.op for c in cases}
     assert {"lastWindow", "run", "step", "pushChunk", "ringRun", "sinkWindow", "inWindow"} <= ops
+    assert INDEX_OPS <= ops, f"no golden row for {sorted(INDEX_OPS - ops)}"
     for c in cases:
         assert evaluate(c) == c.expect, f"golden case #{c.index} {c.name!r}"
+
+
+def test_golden_evaluation_fails_on_a_wrong_index_row():
+    case = next(c for c in load_cases(GOLDEN) if c.op == "rkv_slot_pos")
+    assert evaluate(dataclasses.replace(case, args={**case.args, "s": case.args["s"] + 1})) != case.expect
+
+
+@pytest.mark.parametrize("fn, arg", [
+    (lambda: index_ring.rkv_slot(-1, 3), "-1"),
+    (lambda: index_ring.rkv_len(2, -4), "-4"),
+    (lambda: index_ring.rkv_split_range(3, 2, -1), "-1"),
+    (lambda: index_ring.rkv_cache_row(0, 0, 0, 0, 1, 1, 2.5), "2.5"),
+])
+def test_index_ring_rejects_what_nat_cannot_hold(fn, arg):
+    with pytest.raises((TypeError, ValueError), match=re.escape(arg)):
+        fn()
 
 
 @pytest.mark.parametrize("bad, msg", [
@@ -49,6 +68,15 @@ def test_golden_table_pyspec_agrees_with_every_case():
     ({"name": "x", "op": "run", "w": 2, "expect": []}, r"#1 .*needs argument 'hs'"),
     ({"op": "run", "w": 2, "hs": [], "expect": []}, r"#1: missing or empty 'name'"),
     ({"name": "x", "op": "run", "w": 2, "hs": [], "expect": [1.5]}, r"#1 .*'expect'"),
+    ({"name": "x", "op": "rkv_slot", "pos": 3, "w": 0, "expect": 3}, r"#1 .*rkv_slot needs w >= 1"),
+    ({"name": "x", "op": "rkv_split_range", "len": 3, "nsplit": 0, "j": 0, "expect": [0, 0]},
+     r"#1 .*nsplit >= 1"),
+    ({"name": "x", "op": "rkv_split_range", "len": 3, "nsplit": 1, "j": 0, "expect": 3}, r"#1 .*\[lo, hi\]"),
+    ({"name": "x", "op": "rkv_slot_valid", "n": 3, "w": 2, "s": 0, "expect": 1}, r"#1 .*true/false"),
+    ({"name": "x", "op": "rkv_len", "n": 2, "w": 3, "expect": [2]}, r"#1 .*natural number"),
+    ({"name": "x", "op": "rkv_len", "n": 2 ** 62, "w": 3, "expect": 3}, r"#1 .*2\*\*62"),
+    ({"name": "x", "op": "rkv_cache_row", "b": 2 ** 31, "l": 0, "h": 0, "s": 0, "L": 2 ** 31, "hkv": 2,
+      "w": 2, "expect": 0}, r"#1 .*2\*\*62"),
 ])
 def test_golden_loader_reports_malformed_case_with_index(tmp_path, bad, msg):
     good = {"name": "ok", "op": "run", "w": 1, "hs": [0], "expect": [0]}

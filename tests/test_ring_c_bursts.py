@@ -10,20 +10,11 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-CSRC = Path(__file__).resolve().parent.parent / "csrc"
+from tests.support.csrc import CSRC
 
-
-@pytest.fixture(scope="module")
-def built():
-    if shutil.which("make") is None or shutil.which("cc") is None:
-        pytest.skip("make or cc missing: cannot build csrc/")
-    proc = subprocess.run(["make", "-s", "-C", str(CSRC), "all"], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return CSRC / "build"
 
 def test_sanitizer_burst(built):
     """Randomized burst, all bad inputs included, against libringkv_asan.so (ASan + UBSan)."""

@@ -13,6 +13,11 @@ counterexample in the small scope or ``None``:
   slots, a sink step that forgets the sinks, ...) must find a counterexample,
   so a twin that cannot fail does not count as a check.
 
+The index-math twins (``rkv_*``) depend only on the history's length, so they run
+once per length ``<= 9`` instead of once per history; the twins of the shipped ring
+(``index_*``) use entries ``(pos, letter)`` so that a slot holding the wrong
+position is visible, and rings whose unwritten slots hold recognizable garbage.
+
 The Lean names are in ``lean/README.md``; ``tests/test_lean_lint.py`` checks
 that every theorem in ``lean/KVWindow/Audit.lean`` has a ``test_<name>`` here.
 """
@@ -20,8 +25,11 @@ that every theorem in ``lean/KVWindow/Audit.lean`` has a ``test_<name>`` here.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
+import math
 import sys
+import types
 from typing import Any, Callable, Iterable, Optional
 
 import pytest
@@ -29,6 +37,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pyspec import index_ring as IX
 from pyspec import spec
 from pyspec.golden import sink_run as py_sink_run
 from pyspec.ring import Ring
@@ -39,6 +48,7 @@ WINDOWS = range(0, 7)
 POS_WINDOWS = range(1, 7)
 SINKS = range(0, 4)
 HISTS: list[tuple[int, ...]] = [h for n in range(MAX_LEN + 1) for h in itertools.product(ALPHA, repeat=n)]
+LENGTHS: list[tuple[int, ...]] = [(0,) * n for n in range(MAX_LEN + 1)]  #: one history per length
 
 
 # --------------------------------------------------------------------------- definitions under test
@@ -66,6 +76,9 @@ class Defs:
     sink_step: Callable = spec.sink_step
     sink_run: Callable = py_sink_run
     ring: type = Ring
+    masked_fold: Callable = spec.masked_fold
+    ix: Any = IX  #: the index functions of csrc/ringkv_index.h (pyspec/index_ring.py)
+    index_ring: type = IX.IndexRing
 
     def ring_run(self, w: int, xs: Iterable) -> Any:
         r = self.ring.empty(w)
@@ -85,6 +98,13 @@ def with_step(step: Callable) -> Defs:
         run=lambda w, xs: _fold(step, w, [], xs),
         push_chunk=lambda w, c, ys: _fold(step, w, c, ys),
     )
+
+
+def with_ix(**overrides: Callable) -> Defs:
+    """Some index functions replaced by wrong ones (the rest are pyspec's)."""
+    ns = types.SimpleNamespace(**{n: getattr(IX, n) for n in dir(IX) if n.startswith("rkv_") or n == "split_per"})
+    vars(ns).update(overrides)
+    return dataclasses.replace(PY, ix=ns)
 
 
 def with_sink_step(sink_step: Callable) -> Defs:
@@ -223,18 +243,6 @@ def filter_inWindow_eq_lastWindow(d: Defs, w: int, letters: list) -> bool:
     return _masked(d, w, hs) == list(d.last_window(w, hs))
 
 
-ATTNS: list[Callable[[list], Any]] = [
-    lambda c: tuple(c),  # the identity: the strongest attention function
-    lambda c: sum((1 + a) * 2.0 ** -(p % 7) for p, a in c),  # a weighted sum of values
-    lambda c: len(c),
-]
-
-
-def attention_eq(d: Defs, w: int, letters: list) -> bool:
-    hs = entries(letters)
-    return all(attn(_masked(d, w, hs)) == attn(d.run(w, hs)) for attn in ATTNS)
-
-
 def sinkStep_correct(d: Defs, w: int, hs: list) -> bool:
     return all(
         d.sink_step(s, w, d.sink_window(s, w, hs), x) == d.sink_window(s, w, hs + [x])
@@ -244,6 +252,235 @@ def sinkStep_correct(d: Defs, w: int, hs: list) -> bool:
 
 def sinkRun_correct(d: Defs, w: int, hs: list) -> bool:
     return all(d.sink_run(s, w, hs) == d.sink_window(s, w, hs) for s in SINKS)
+
+
+def hf_convention_eq(d: Defs, w: int, hs: list) -> bool:
+    # for w >= 1: lastWindow (w - 1) hs ++ [x] = lastWindow w (hs ++ [x])
+    return all(list(d.last_window(w - 1, hs)) + [x] == list(d.last_window(w, hs + [x])) for x in ALPHA)
+
+
+def slot_eq_pos_mod_entry(d: Defs, w: int, letters: list) -> bool:
+    hs = entries(letters)
+    n = len(hs)
+    r = d.ring_run(w, hs)
+    return all(r.buf[p % w] is not None and r.buf[p % w][0] == p for p in range(n) if n <= p + w)
+
+
+FOLDS: list[tuple[Callable, Any]] = [
+    (lambda acc, e: acc + (e,), ()),  # the keys themselves, in order: the strongest fold
+    (lambda acc, e: acc + (1 + e[1]) * 2.0 ** -(e[0] % 7), 0.0),  # a weighted sum of values
+    # online softmax (running max, normalizer, weighted value), as FlashAttention computes it
+    (lambda acc, e: _online_softmax(acc, 0.37 * e[0] - e[1], float(e[1] + 1)), (-math.inf, 0.0, 0.0)),
+]
+
+
+def _online_softmax(acc: tuple, logit: float, value: float) -> tuple:
+    m, z, v = acc
+    m2 = max(m, logit)
+    scale = 0.0 if m == -math.inf else math.exp(m - m2)
+    p = math.exp(logit - m2)
+    return (m2, z * scale + p, v * scale + p * value)
+
+
+def attention_eq(d: Defs, w: int, letters: list) -> bool:
+    # maskedFold f (inWindow w (n-1)) init hs = (run w hs).foldl f init, for every fold (f, init)
+    hs = entries(letters)
+    t = max(0, len(hs) - 1)  # Lean `hs.length - 1` (truncated)
+    return all(d.masked_fold(f, lambda e: d.in_window(w, t, e[0]), init, hs)
+               == functools.reduce(f, d.run(w, hs), init) for f, init in FOLDS)
+
+
+def chunk_attention_eq(d: Defs, w: int, letters: list, splits: Optional[Iterable[int]] = None) -> bool:
+    full = entries(letters)
+    n = len(full)
+    for a in (range(n + 1) if splits is None else splits):  # history = full[:a], chunk = full[a:]
+        kernel_keys = list(d.last_window(w, full[:a])) + full[a:]  # the cache, then the chunk
+        for t in range(a, n):
+            want = list(d.last_window(w, full[:t + 1]))
+            if [e for e in kernel_keys if d.in_window(w, t, e[0])] != want:
+                return False
+            if [e for e in full if d.in_window(w, t, e[0])] != want:
+                return False
+    return True
+
+
+# ---- the index functions of csrc/ringkv_index.h (pyspec/index_ring.py); n = the history's length
+
+
+def rkv_slot_lt(d: Defs, w: int, hs: list) -> bool:
+    return all(0 <= d.ix.rkv_slot(p, w) < w for p in range(len(hs) + w + 1))
+
+
+def rkv_len_eq_min(d: Defs, w: int, hs: list) -> bool:
+    return d.ix.rkv_len(len(hs), w) == min(len(hs), w)
+
+
+def rkv_oldest_add_len(d: Defs, w: int, hs: list) -> bool:
+    n = len(hs)
+    return d.ix.rkv_oldest(n, w) + d.ix.rkv_len(n, w) == n
+
+
+def rkv_logical_slot_lt(d: Defs, w: int, hs: list) -> bool:
+    return all(0 <= d.ix.rkv_logical_slot(len(hs), w, i) < w for i in range(2 * w + 2))
+
+
+def rkv_slot_pos_logical_slot(d: Defs, w: int, hs: list) -> bool:
+    n = len(hs)
+    return all(d.ix.rkv_slot_pos(n, w, d.ix.rkv_logical_slot(n, w, i)) == d.ix.rkv_oldest(n, w) + i
+               for i in range(w))
+
+
+def rkv_slot_pos_inverse(d: Defs, w: int, hs: list) -> bool:
+    n = len(hs)
+    o = d.ix.rkv_oldest(n, w)
+    for s in range(w):
+        pos = d.ix.rkv_slot_pos(n, w, s)
+        if not (o <= pos < o + w and d.ix.rkv_logical_slot(n, w, pos - o) == s):
+            return False
+    return True
+
+
+def rkv_slot_pos_slot(d: Defs, w: int, hs: list) -> bool:
+    n = len(hs)
+    o = d.ix.rkv_oldest(n, w)
+    return all(d.ix.rkv_slot_pos(n, w, d.ix.rkv_slot(p, w)) == p for p in range(o, o + w))
+
+
+def rkv_slot_valid_iff(d: Defs, w: int, hs: list) -> bool:
+    n = len(hs)
+    return all(d.ix.rkv_slot_valid(n, w, s) == (d.ix.rkv_slot_pos(n, w, s) < n) for s in range(w))
+
+
+def rkv_chunk_kept_eq(d: Defs, w: int, hs: list) -> bool:
+    return all(d.ix.rkv_chunk_first_kept(k, w) + d.ix.rkv_chunk_kept(k, w) == k
+               and d.ix.rkv_chunk_kept(k, w) == min(k, w) for k in range(len(hs) + 2 * w + 3))
+
+
+def rkv_chunk_src_range(d: Defs, w: int, hs: list) -> bool:
+    for k in range(len(hs) + 2 * w + 3):
+        for i in range(d.ix.rkv_chunk_kept(k, w)):
+            src = d.ix.rkv_chunk_src(k, w, i)
+            if not (src < k and k <= src + w):
+                return False
+    return True
+
+
+def rkv_chunk_dst_inj(d: Defs, w: int, hs: list) -> bool:
+    n = len(hs)
+    for pos0 in (0, n, n + w - 1):
+        for k in range(2 * w + 3):
+            dsts = [d.ix.rkv_chunk_dst(pos0, k, w, i) for i in range(d.ix.rkv_chunk_kept(k, w))]
+            if not all(0 <= x < w for x in dsts) or len(set(dsts)) != len(dsts):
+                return False
+    return True
+
+
+def rkv_in_window_iff(d: Defs, w: int, hs: list) -> bool:
+    r = range(len(hs) + w + 2)
+    return all(bool(d.ix.rkv_in_window(w, t, p)) == spec.in_window(w, t, p) for t in r for p in r)
+
+
+def rkv_split_range_partition(d: Defs, w: int, hs: list) -> bool:
+    length = len(hs)
+    for nsplit in range(1, w + 3):
+        ranges = [d.ix.rkv_split_range(length, nsplit, j) for j in range(nsplit + 1)]
+        if ranges[0][0] != 0 or ranges[nsplit - 1][1] != length:
+            return False
+        if not all(lo <= hi <= length for lo, hi in ranges):
+            return False
+        if not all(ranges[j][1] == ranges[j + 1][0] for j in range(nsplit)):
+            return False
+    return True
+
+
+def rkv_cache_row_next(d: Defs, w: int, hs: list) -> bool:
+    row = d.ix.rkv_cache_row
+    for L, hkv in itertools.product(range(4), range(4)):
+        if row(0, 0, 0, 0, L, hkv, w) != 0:
+            return False
+        for b, l, h in itertools.product(range(3), range(3), range(3)):  # noqa: E741
+            if row(b, l, h, w, L, hkv, w) != row(b, l, h + 1, 0, L, hkv, w):
+                return False
+            if row(b, l, hkv, 0, L, hkv, w) != row(b, l + 1, 0, 0, L, hkv, w):
+                return False
+            if row(b, L, 0, 0, L, hkv, w) != row(b + 1, 0, 0, 0, L, hkv, w):
+                return False
+            if not all(row(b, l, h, s + 1, L, hkv, w) == row(b, l, h, s, L, hkv, w) + 1 for s in range(w + 1)):
+                return False
+    return True
+
+
+# ---- the shipped ring (IndexRing): entries (pos, letter), unwritten slots hold garbage
+
+
+def _garbage(slot: int) -> tuple:
+    return ("garbage", slot)
+
+
+def _holding_ring(d: Defs, w: int, hs: list) -> Any:
+    """A ring with `Holds w hs r`: the window's positions in their slots, garbage elsewhere."""
+    n = len(hs)
+    return d.index_ring(w, n, {p % w: hs[p] for p in range(IX.rkv_oldest(n, w), n)}, _garbage)
+
+
+def _rings_holding(d: Defs, w: int, hs: list) -> list:
+    """Rings the relation holds for: built slot by slot, and reached by pushes or by one chunk."""
+    rings = [_holding_ring(d, w, hs), IX.index_ring_run(w, hs, _garbage, d.index_ring)]
+    k = len(hs) // 2
+    rings.append(IX.index_ring_run(w, hs[:k], _garbage, d.index_ring).push_chunk(hs[k:]))
+    return [r for r in rings if IX.holds(w, hs, r)]  # the hypothesis is the real Holds
+
+
+def index_read_lastWindow(d: Defs, w: int, letters: list) -> bool:
+    hs = entries(letters)
+    rings = _rings_holding(d, w, hs)
+    return len(rings) > 0 and all(r.read() == list(d.last_window(w, hs)) for r in rings)
+
+
+def index_push_simulates_step(d: Defs, w: int, letters: list) -> bool:
+    hs = entries(letters)
+    r = _holding_ring(d, w, hs)
+    for a in ALPHA:
+        x = (len(hs), a)
+        r2 = r.push(x)
+        if r2.read() != spec.step(w, r.read(), x) or not IX.holds(w, hs + [x], r2):
+            return False
+    return True
+
+
+def _index_chunk_ok(d: Defs, w: int, hs: list, ys: list) -> bool:
+    r = _holding_ring(d, w, hs)
+    r2 = r.push_chunk(ys)
+    return r2.read() == spec.push_chunk(w, r.read(), ys) and IX.holds(w, hs + ys, r2)
+
+
+def index_pushChunk_simulates(d: Defs, w: int, letters: list) -> bool:
+    hs = entries(letters)
+    for m in range(MAX_LEN - len(hs) + 1):
+        for ys in itertools.product(ALPHA, repeat=m):
+            if not _index_chunk_ok(d, w, hs, [(len(hs) + i, a) for i, a in enumerate(ys)]):
+                return False
+    return True
+
+
+def index_run_correct(d: Defs, w: int, letters: list) -> bool:
+    hs = entries(letters)
+    return IX.index_ring_run(w, hs, _garbage, d.index_ring).read() == list(d.last_window(w, hs))
+
+
+def index_slot_eq_pos_mod(d: Defs, w: int, letters: list) -> bool:
+    hs = entries(letters)
+    n = len(hs)
+    r = IX.index_ring_run(w, hs, _garbage, d.index_ring)
+    return all(r.slots(d.ix.rkv_slot(p, w)) == hs[p] and r.slots(d.ix.rkv_slot(p, w))[0] == p
+               for p in range(n) if n <= p + w)
+
+
+def index_slot_pos_correct(d: Defs, w: int, letters: list) -> bool:
+    hs = entries(letters)
+    n = len(hs)
+    r = IX.index_ring_run(w, hs, _garbage, d.index_ring)
+    return all(r.slots(s)[0] == d.ix.rkv_slot_pos(n, w, s) for s in range(w) if d.ix.rkv_slot_valid(n, w, s))
 
 
 # --------------------------------------------------------------------------- mutants (negative checks)
@@ -339,6 +576,92 @@ def positions_by_cache_length(w, n):  # the position replaced by the slot index
     return list(range(min(w, n)))
 
 
+def in_window_no_causal_mask(w, t, p):  # the prefill mask forgets `p <= t`: later chunk keys leak in
+    return t < p + w
+
+
+def masked_fold_ignores_mask(f, mask, init, keys):  # masked keys still contribute
+    return functools.reduce(f, keys, init)
+
+
+def rkv_slot_mod_w_plus_1(pos, w):
+    return pos % (w + 1)
+
+
+def rkv_len_w_plus_1(n, w):  # W + 1 keys
+    return min(n, w + 1)
+
+
+def rkv_oldest_off_by_one(n, w):
+    return max(0, n - w - 1)
+
+
+def rkv_logical_slot_no_mod(n, w, i):  # reads past the last slot instead of wrapping
+    return IX.rkv_oldest(n, w) + i
+
+
+def rkv_slot_pos_drops_plus_w(n, w, s):  # `(s - slot(o)) % w` with the `+ w` dropped, unsigned
+    o = IX.rkv_oldest(n, w)
+    return o + max(0, s - IX.rkv_slot(o, w)) % w
+
+
+def rkv_slot_pos_is_slot(n, w, s):  # "the slot index is the position": wrong once the ring wraps
+    return s
+
+
+def rkv_slot_valid_one_more(n, w, s):  # one unfilled slot read while filling
+    return s <= IX.rkv_len(n, w)
+
+
+def rkv_chunk_first_kept_w_plus_1(k, w):  # keeps W + 1 entries of a long chunk
+    return max(0, k - w - 1)
+
+
+def rkv_chunk_src_from_start(k, w, i):  # copies the chunk's first entries instead of its last
+    return i
+
+
+def rkv_chunk_kept_all(k, w):  # writes every chunk entry: two writes to one slot when k > W
+    return k
+
+
+def rkv_in_window_inclusive(w, t, p):  # `<=` on the far edge: W + 1 keys
+    return p <= t <= p + w
+
+
+def rkv_split_range_floor(length, nsplit, j):  # per = len / nsplit rounded down: the tail is never read
+    per = length // nsplit
+    a, b = j * per, j * per + per
+    return (min(a, length), min(b, length))
+
+
+def rkv_cache_row_swapped(b, l, h, s, L, hkv, w):  # noqa: E741  [B][L][W][H]: a window is not contiguous
+    return ((b * L + l) * w + s) * hkv + h
+
+
+class IndexRingReadsGarbage(IX.IndexRing):
+    """Reads `w` slots from slot `n % w` even while filling (unwritten slots leak out)."""
+
+    def read(self):
+        return [self.slots((self.n + i) % self.w) for i in range(self.w)]
+
+
+class IndexRingPushOffByOne(IX.IndexRing):
+    """Writes position `n` into slot `(n + 1) % w`."""
+
+    def push(self, e):
+        return self._with(self.n + 1, IX.write_slot(self.written, (self.n + 1) % self.w, e))
+
+
+class IndexRingChunkKeepsHead(IX.IndexRing):
+    """Writes a chunk's first `min(k, w)` entries instead of its last."""
+
+    def push_chunk(self, ys):
+        ys = list(ys)
+        kept = IX.rkv_chunk_kept(len(ys), self.w)
+        return self._with(self.n + len(ys), IX.write_from(self.w, self.written, self.n, ys[:kept]))
+
+
 # --------------------------------------------------------------------------- the table
 
 # theorem name -> (checker, windows, mutant Defs that must fail)
@@ -361,18 +684,53 @@ TWINS: dict[str, tuple[Callable, Iterable[int], Defs]] = {
     "slot_eq_pos_mod": (slot_eq_pos_mod, POS_WINDOWS, dataclasses.replace(PY, ring=RingEvictBeforeAppend)),
     "filter_inWindow_eq_lastWindow": (filter_inWindow_eq_lastWindow, WINDOWS,
                                       dataclasses.replace(PY, in_window=in_window_inclusive_far_edge)),
-    "attention_eq": (attention_eq, WINDOWS, dataclasses.replace(PY, in_window=in_window_excludes_self)),
+    "attention_eq": (attention_eq, WINDOWS, dataclasses.replace(PY, masked_fold=masked_fold_ignores_mask)),
     "sinkStep_correct": (sinkStep_correct, WINDOWS, with_sink_step(sink_step_forgets_sinks)),
     "sinkRun_correct": (sinkRun_correct, WINDOWS, with_sink_step(sink_step_forgets_sinks)),
+    "hf_convention_eq": (hf_convention_eq, POS_WINDOWS, dataclasses.replace(PY, last_window=last_window_prefix)),
+    "slot_eq_pos_mod_entry": (slot_eq_pos_mod_entry, POS_WINDOWS,
+                              dataclasses.replace(PY, ring=RingEvictBeforeAppend)),
+    "chunk_attention_eq": (chunk_attention_eq, WINDOWS,
+                           dataclasses.replace(PY, in_window=in_window_no_causal_mask)),
+    "rkv_slot_lt": (rkv_slot_lt, POS_WINDOWS, with_ix(rkv_slot=rkv_slot_mod_w_plus_1)),
+    "rkv_len_eq_min": (rkv_len_eq_min, WINDOWS, with_ix(rkv_len=rkv_len_w_plus_1)),
+    "rkv_oldest_add_len": (rkv_oldest_add_len, WINDOWS, with_ix(rkv_oldest=rkv_oldest_off_by_one)),
+    "rkv_logical_slot_lt": (rkv_logical_slot_lt, POS_WINDOWS, with_ix(rkv_logical_slot=rkv_logical_slot_no_mod)),
+    "rkv_slot_pos_logical_slot": (rkv_slot_pos_logical_slot, POS_WINDOWS,
+                                  with_ix(rkv_slot_pos=rkv_slot_pos_drops_plus_w)),
+    "rkv_slot_pos_inverse": (rkv_slot_pos_inverse, POS_WINDOWS, with_ix(rkv_slot_pos=rkv_slot_pos_is_slot)),
+    "rkv_slot_pos_slot": (rkv_slot_pos_slot, POS_WINDOWS, with_ix(rkv_slot_pos=rkv_slot_pos_drops_plus_w)),
+    "rkv_slot_valid_iff": (rkv_slot_valid_iff, POS_WINDOWS, with_ix(rkv_slot_valid=rkv_slot_valid_one_more)),
+    "rkv_chunk_kept_eq": (rkv_chunk_kept_eq, WINDOWS,
+                          with_ix(rkv_chunk_first_kept=rkv_chunk_first_kept_w_plus_1)),
+    "rkv_chunk_src_range": (rkv_chunk_src_range, POS_WINDOWS, with_ix(rkv_chunk_src=rkv_chunk_src_from_start)),
+    "rkv_chunk_dst_inj": (rkv_chunk_dst_inj, POS_WINDOWS, with_ix(rkv_chunk_kept=rkv_chunk_kept_all)),
+    "rkv_in_window_iff": (rkv_in_window_iff, WINDOWS, with_ix(rkv_in_window=rkv_in_window_inclusive)),
+    "rkv_split_range_partition": (rkv_split_range_partition, WINDOWS,
+                                  with_ix(rkv_split_range=rkv_split_range_floor)),
+    "rkv_cache_row_next": (rkv_cache_row_next, WINDOWS, with_ix(rkv_cache_row=rkv_cache_row_swapped)),
+    "index_read_lastWindow": (index_read_lastWindow, POS_WINDOWS,
+                              dataclasses.replace(PY, index_ring=IndexRingReadsGarbage)),
+    "index_push_simulates_step": (index_push_simulates_step, POS_WINDOWS,
+                                  dataclasses.replace(PY, index_ring=IndexRingPushOffByOne)),
+    "index_pushChunk_simulates": (index_pushChunk_simulates, POS_WINDOWS,
+                                  dataclasses.replace(PY, index_ring=IndexRingChunkKeepsHead)),
+    "index_run_correct": (index_run_correct, POS_WINDOWS,
+                          dataclasses.replace(PY, index_ring=IndexRingReadsGarbage)),
+    "index_slot_eq_pos_mod": (index_slot_eq_pos_mod, POS_WINDOWS,
+                              dataclasses.replace(PY, index_ring=IndexRingPushOffByOne)),
+    "index_slot_pos_correct": (index_slot_pos_correct, POS_WINDOWS, with_ix(rkv_slot_pos=rkv_slot_pos_is_slot)),
 }
 
 # Ring-state theorems range over ring states, not histories: one pass per window.
 _STATE_ONLY = {"push_simulates_step", "push_preserves_wf"}
+# Index-function theorems depend on the history's length only: one history per length.
+_LENGTH_ONLY = {name for name in TWINS if name.startswith("rkv_")}
 
 
 def _exhaustive(name: str, d: Defs) -> Optional[tuple]:
     check, windows, _ = TWINS[name]
-    hists = [()] if name in _STATE_ONLY else None
+    hists = [()] if name in _STATE_ONLY else LENGTHS if name in _LENGTH_ONLY else None
     return first_failure(check, d, windows, hists)
 
 
@@ -399,6 +757,14 @@ def _history_beyond(name: str, w: int, hs: list) -> None:
     if name == "pushChunk_correct":  # its checker enumerates chunks up to MAX_LEN; split instead
         k = len(hs) // 2
         assert spec.push_chunk(w, spec.last_window(w, hs[:k]), hs[k:]) == spec.last_window(w, hs)
+        return
+    if name == "index_pushChunk_simulates":  # the same: one split of the history into two chunks
+        es = entries(hs)
+        k = len(es) // 2
+        assert _index_chunk_ok(PY, w, es[:k], es[k:]), (name, w, hs)
+        return
+    if name == "chunk_attention_eq":  # every query of one chunk (all splits would be cubic)
+        assert chunk_attention_eq(PY, w, hs, splits=[len(hs) // 2]), (name, w, hs)
         return
     assert check(PY, w, hs), (name, w, hs)
 
@@ -503,6 +869,98 @@ def test_sinkStep_correct():
 
 def test_sinkRun_correct():
     _twin("sinkRun_correct")
+
+
+def test_hf_convention_eq():
+    _twin("hf_convention_eq")
+
+
+def test_slot_eq_pos_mod_entry():
+    _twin("slot_eq_pos_mod_entry")
+
+
+def test_chunk_attention_eq():
+    _twin("chunk_attention_eq")
+
+
+def test_rkv_slot_lt():
+    _twin("rkv_slot_lt")
+
+
+def test_rkv_len_eq_min():
+    _twin("rkv_len_eq_min")
+
+
+def test_rkv_oldest_add_len():
+    _twin("rkv_oldest_add_len")
+
+
+def test_rkv_logical_slot_lt():
+    _twin("rkv_logical_slot_lt")
+
+
+def test_rkv_slot_pos_logical_slot():
+    _twin("rkv_slot_pos_logical_slot")
+
+
+def test_rkv_slot_pos_inverse():
+    _twin("rkv_slot_pos_inverse")
+
+
+def test_rkv_slot_pos_slot():
+    _twin("rkv_slot_pos_slot")
+
+
+def test_rkv_slot_valid_iff():
+    _twin("rkv_slot_valid_iff")
+
+
+def test_rkv_chunk_kept_eq():
+    _twin("rkv_chunk_kept_eq")
+
+
+def test_rkv_chunk_src_range():
+    _twin("rkv_chunk_src_range")
+
+
+def test_rkv_chunk_dst_inj():
+    _twin("rkv_chunk_dst_inj")
+
+
+def test_rkv_in_window_iff():
+    _twin("rkv_in_window_iff")
+
+
+def test_rkv_split_range_partition():
+    _twin("rkv_split_range_partition")
+
+
+def test_rkv_cache_row_next():
+    _twin("rkv_cache_row_next")
+
+
+def test_index_read_lastWindow():
+    _twin("index_read_lastWindow")
+
+
+def test_index_push_simulates_step():
+    _twin("index_push_simulates_step")
+
+
+def test_index_pushChunk_simulates():
+    _twin("index_pushChunk_simulates")
+
+
+def test_index_run_correct():
+    _twin("index_run_correct")
+
+
+def test_index_slot_eq_pos_mod():
+    _twin("index_slot_eq_pos_mod")
+
+
+def test_index_slot_pos_correct():
+    _twin("index_slot_pos_correct")
 
 
 def test_every_twin_has_a_test_function():

@@ -167,6 +167,26 @@ def render_markdown(rep: dict) -> str:
         for k, st_ in s["summary"].items():
             L.append(f"| {k} | {fmt(st_['median'])} | {fmt(st_['min'])}–{fmt(st_['max'])} |")
         L.append("")
+    s = rep["sections"].get("long", {"status": "not run"})
+    L += ["## 6. Long streams: the bulk phase's share of a default campaign, the long tour's cost", ""]
+    if _na(s):
+        L += [f"{_na(s)}", ""]
+    else:
+        L += [f"`{s['function']}`: a default campaign ({s['seconds_per_campaign']:g} s, window_max 16, boundary "
+              "tours, error tour, long tour, bulk phase) per target and repeat. Bulk phase: every C target "
+              "pushes at least 100 k tokens through `ringkv_trace`, every step checked (one stream past "
+              "2^16); its time share is bulk seconds over campaign seconds, its token share bulk tokens over "
+              "all spec-checked tokens. Long tour: one stream past 2^15, 2^16 and 70 000 (every campaign "
+              "runs it once), timed alone.", "",
+              "| target | bulk share of time | bulk share of tokens | bulk tokens | bulk seconds | "
+              "bulk tokens/s | long tour tokens | long tour seconds |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in s["rows"]:
+            pct = lambda x: None if x is None else 100 * x  # noqa: E731
+            L.append(f"| {r['target']} | {fmt(pct(r['bulk_time_share']['median']), ' %')} | "
+                     f"{fmt(pct(r['bulk_token_share']['median']), ' %')} | {fmt(r['bulk_tokens']['median'])} | "
+                     f"{fmt(r['bulk_seconds']['median'])} | {fmt(r['bulk_tokens_per_s']['median'])} | "
+                     f"{fmt(r['long_tour_tokens'])} | {fmt(r['long_tour_s']['median'])} |")
+        L.append("")
     if rep.get("errors"):
         L += ["## Errors", ""] + [f"- {e}" for e in rep["errors"]] + [""]
     return "\n".join(L)

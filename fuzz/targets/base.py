@@ -103,15 +103,34 @@ class Target(ABC):
     op_slot = None
     #: Whether :meth:`run` writes :attr:`op_slot` (a target that does not is named "while running the case").
     publishes_ops: bool = False
+    #: The ``bad:KIND`` ops this target's error contract takes (:mod:`fuzz.targets.ring_errors`).
+    bad_kinds: tuple[str, ...] = ()
 
     def accepts(self, case: Case) -> str | None:
-        """``None`` if the case fits this target, else why not (e.g. a window above ``window_max``)."""
-        if self.window_max is None:
-            return None
-        widest = case.widest_window()
-        if widest > self.window_max:
-            return f"window {widest} exceeds {self.name}'s maximum {self.window_max}"
+        """``None`` if the case fits this target, else why not (a window above ``window_max``, a
+        bad call its error contract does not cover)."""
+        if self.window_max is not None:
+            widest = case.widest_window()
+            if widest > self.window_max:
+                return f"window {widest} exceeds {self.name}'s maximum {self.window_max}"
+        if self.max_tokens is not None and case.tokens > self.max_tokens:
+            return f"{case.tokens} tokens exceed {self.name}'s maximum {self.max_tokens} per case"
+        extra = case.bad_kinds().difference(self.bad_kinds)
+        if extra:
+            takes = f"it takes {', '.join('bad:' + k for k in self.bad_kinds)}" if self.bad_kinds else \
+                "it has no error contract (a py: class gets one by declaring validates_positions = True)"
+            calls = "is not a call" if len(extra) == 1 else "are not calls"
+            return f"{', '.join(sorted('bad:' + k for k in extra))} {calls} {self.name} can take; {takes}"
         return None
+
+    def configured(self, config) -> "Target":
+        """This target as ``config`` (a :class:`fuzz.config.CampaignConfig`) asks, e.g. with its payload
+        width and dtype; targets with nothing to configure return themselves."""
+        return self
+
+    def tolerances(self) -> dict[str, dict[str, float]]:
+        """The explicit tolerances a logits target compares with (empty: everything is exact)."""
+        return {}
 
     @abstractmethod
     def run(self, case: Case) -> RunStats:

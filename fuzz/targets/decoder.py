@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from fuzz.targets.decoder_props import check_cache, check_logits
+from fuzz.targets.decoder_props import check_cache, check_logits, tolerance
 from impl.decoder import torch_threads
 from fuzz.ops import Case, Op, Reset
 from fuzz.oracle import SpecStream
@@ -60,6 +60,11 @@ class DecoderTarget(Target):
 
     def versions(self) -> dict[str, str]:
         return {"torch": torch.__version__}
+
+    def tolerances(self) -> dict[str, dict[str, float]]:
+        """Absolute tolerances of the cached path against the full forward (decoder_props.TOLERANCES)."""
+        tol = tolerance(self.model.dtype)
+        return {"logits": {"atol": tol.logits}, "kv": {"atol": tol.kv}}
 
     def _new_cache(self, window: int) -> RingKVCache:
         return self.model.new_cache(window, backend=self.backend)

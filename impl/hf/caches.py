@@ -68,15 +68,13 @@ class LayerDriver:
     # -- construction / reset
 
     def _build(self) -> None:
-        from transformers import cache_utils as cu
-
         w = self.hf_window
         if self.info.api == "layers":
             cfg = tiny_mistral_config(w, self.width)
             if self.kind == "dynamic":
-                self.cache = cu.DynamicCache(config=cfg)
+                self.cache = compat.dynamic_cache(cfg)
             else:
-                self.cache = cu.StaticCache(config=cfg, max_cache_len=MAX_CACHE_LEN)
+                self.cache = compat.static_sliding_cache(cfg, MAX_CACHE_LEN, _torch().float64)
             if self.layer_class is not None:
                 old = self.cache.layers[0]
                 kw = {"sliding_window": w} if self.kind == "dynamic" else {"sliding_window": w,
@@ -86,11 +84,10 @@ class LayerDriver:
             self.layer = self.cache.layers[0]
         else:
             if self.kind == "dynamic":
-                self.cache = cu.DynamicCache()
+                self.cache = compat.dynamic_cache()
             else:
-                torch = _torch()
-                self.cache = cu.HybridCache(tiny_gemma2_config(w, self.width), batch_size=1,
-                                            max_cache_len=MAX_CACHE_LEN, device="cpu", dtype=torch.float64)
+                self.cache = compat.static_sliding_cache(tiny_gemma2_config(w, self.width), MAX_CACHE_LEN,
+                                                         _torch().float64)
             self.layer = None
         self.n = 0
 
@@ -105,36 +102,37 @@ class LayerDriver:
     # -- update and read back
 
     def mask_rows(self, k: int) -> Optional[list[int]]:
-        """Rows ``get_mask_sizes(k)`` advertises (``layers`` API only), as positions."""
-        if self.layer is None or not hasattr(self.layer, "get_mask_sizes"):
+        """Rows ``get_mask_sizes`` advertises for the next ``k`` tokens (``layers`` API only), as positions."""
+        if self.layer is None:
             return None
-        length, offset = self.layer.get_mask_sizes(k)
-        return list(range(int(offset), int(offset) + int(length)))
+        sizes = compat.mask_sizes(self.layer, self.n, k)
+        if sizes is None:
+            return None
+        length, offset = sizes
+        return list(range(offset, offset + length))
 
     def update(self, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         torch = _torch()
         k = keys.shape[0]
         kt = torch.as_tensor(keys, dtype=torch.float64).reshape(1, 1, k, self.width)
         vt = torch.as_tensor(values, dtype=torch.float64).reshape(1, 1, k, self.width)
-        if self.info.api == "layers":
-            rk, rv = self.cache.update(kt, vt, 0)
-        else:
-            kwargs = {"cache_position": torch.arange(self.n, self.n + k)}
-            if self.kind == "static":
-                kwargs["sliding_window"] = self.hf_window
+        if compat.update_takes_cache_kwargs(self.cache):
+            # Up to 5.0 static layers place rows by cache_position (without it, at 0 .. k-1) and 4.45's
+            # HybridCache reads sliding_window from here; later releases take neither.
+            kwargs = {"cache_position": torch.arange(self.n, self.n + k), "sliding_window": self.hf_window}
             rk, rv = self.cache.update(kt, vt, 0, kwargs)
+        else:
+            rk, rv = self.cache.update(kt, vt, 0)
         self.n += k
         return _rows(rk), _rows(rv)
 
     def stored(self) -> tuple[np.ndarray, np.ndarray]:
-        if self.info.api == "layers":
-            layer = self.cache.layers[0]
-            if not layer.is_initialized or layer.keys is None:
-                return np.zeros((0, self.width)), np.zeros((0, self.width))
-            return _rows(layer.keys), _rows(layer.values)
-        if not self.cache.key_cache:
+        """The rows the sliding layer holds (none where it holds no tensor: before the first update,
+        or after a ``reset`` that drops them; a ``reset`` that zeroes them leaves zero rows)."""
+        kv = compat.layer_kv(self.cache, 0)
+        if kv is None:
             return np.zeros((0, self.width)), np.zeros((0, self.width))
-        return _rows(self.cache.key_cache[0]), _rows(self.cache.value_cache[0])
+        return _rows(kv[0]), _rows(kv[1])
 
     # -- conventions
 
@@ -176,3 +174,37 @@ def decode_rows(keys: np.ndarray, values: np.ndarray, table: dict[tuple, int]) -
         vpos = table.get(("v",) + tuple(vr.tolist()))
         out.append(pos if pos is not None and pos == vpos else "garbage")
     return out
+
+
+def probe(kind: str, width: int = 4) -> None:
+    """Exercise :class:`LayerDriver` of ``kind`` once on the installed release — build, a prefill
+    longer than the window, a decode step, read back, ``get_mask_sizes``, ``reset``, one more step —
+    and raise :class:`compat.HFIncompatible` naming the release and the call that failed.
+
+    The ops are the ones every release handles correctly (prefill ``> W`` then single tokens), and
+    only the calls' success and the shapes they return are checked, never the positions: a wrong
+    value is the campaign's finding to report, not a harness fault."""
+    step = "LayerDriver(...)"
+    try:
+        drv = LayerDriver(kind, 3, width)
+        for k in (4, 1):
+            step = f"get_mask_sizes (query of {k} after {drv.n})"
+            drv.mask_rows(k)
+            step = f"update({k} rows after {drv.n})"
+            keys = np.arange(k * width, dtype=np.float64).reshape(k, width) + 1.0
+            rk, rv = drv.update(keys, -keys)
+            if rk.shape != rv.shape or rk.shape[1] != width or rk.shape[0] < k:
+                raise compat.incompatible(f"{type(drv.cache).__name__}.update",
+                                          f"returned rows of shape {rk.shape} / {rv.shape} for {k} new rows")
+            step = "reading the stored rows"
+            drv.stored()
+        step = "reset()"
+        drv.reset()
+        drv.stored()
+        step = "update(1 row) after reset()"
+        drv.update(np.ones((1, width)), -np.ones((1, width)))
+        drv.stored()
+    except compat.HFIncompatible:
+        raise
+    except Exception as e:  # noqa: BLE001 - any failure of a supported op is an API the adapter cannot drive
+        raise compat.incompatible(f"{kind} sliding cache: {step}", f"{type(e).__name__}: {e}") from e

@@ -11,7 +11,7 @@ Every function here answers, for a layer with window ``W`` that has seen
 
 They are plain position arithmetic over ``0 .. n+k-1`` (this adapter imports
 neither ``pyspec`` nor ``fuzz``, DESIGN §2); :func:`last` is the tail the
-docstrings call ``lastWindow``. The harness (:mod:`fuzz.hf_conventions`)
+docstrings call ``lastWindow``. The harness (:mod:`fuzz.targets.hf.conventions`)
 restates each one with ``pyspec.last_window`` — the cache after ``n`` tokens
 is ``lastWindow W history`` (DESIGN §1) — and asserts that both agree.
 Line numbers refer to ``transformers/cache_utils.py`` of the release named.

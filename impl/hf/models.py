@@ -10,17 +10,18 @@ stores (:meth:`TinyModels.stored_keys`) and names the pinned convention
 
 Driving them with op lists and holding every logit to the reference forward
 is the harness's job: the ``hf-mistral`` / ``hf-gemma2`` targets in
-:mod:`fuzz.hf_models`.
+:mod:`fuzz.targets.hf.models`.
 """
 
 from __future__ import annotations
 
 import warnings
+from functools import lru_cache
 from typing import Any, Optional
 
 import torch
 
-from impl.hf import compat
+from impl.hf import compat, reference
 
 VOCAB = 64
 
@@ -75,9 +76,47 @@ def _model_class(arch: str):
 
 def attn_impls(arch: str) -> list[str]:
     """Gemma 2 on 5.x declares ``_supports_sdpa = False`` (5.24.0 modeling_gemma2.py, the
-    ``Gemma2PreTrainedModel`` class attributes); 4.45 has an sdpa class that skips soft-capping."""
+    ``Gemma2PreTrainedModel`` class attributes); earlier releases offer sdpa, which skips
+    soft-capping (:func:`sdpa_softcaps`)."""
     cls = _model_class(arch)
     return ["eager", "sdpa"] if getattr(cls, "_supports_sdpa", True) else ["eager"]
+
+
+@lru_cache(maxsize=None)
+def sdpa_softcaps(arch: str) -> bool:
+    """Does this release's sdpa path apply ``attn_logit_softcapping``? Measured, not looked up: one
+    tiny model with a cap of 0.05 (which flattens attention completely) and one without, same
+    weights; identical logits mean the cap is dropped. 4.45-4.47's ``Gemma2SdpaAttention`` documents
+    that it drops it; from 4.48 the shared ``sdpa_attention_forward`` has no soft-cap argument at all.
+    ``True`` for families without soft-capping (nothing to drop)."""
+    if arch != "gemma2" or "sdpa" not in attn_impls(arch):
+        return True
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = []
+        for cap in (0.05, None):
+            cfg = tiny_config(arch, 4, "sdpa")
+            cfg.attn_logit_softcapping = cap
+            m = _model_class(arch)(cfg).to(torch.float64).eval()
+            m.load_state_dict(random_state_dict(m, 0))
+            with torch.no_grad():
+                out.append(m(input_ids=torch.tensor([[5, 9, 13, 17, 21, 25]])).logits)
+    return not torch.allclose(out[0], out[1], atol=1e-6, rtol=0)
+
+
+def greedy_generation(model: Any, api: str) -> None:
+    """Set ``model.generation_config`` for greedy decoding of exactly the asked length (no EOS, no
+    sampling parameters). On the legacy API, drop a default ``cache_implementation``: 4.4x hybrid
+    models (Gemma 2) default to a static cache sized to one ``generate`` call and refuse a passed
+    cache alongside it; multi-turn users pass their own, sized to the stream, as the adapters do."""
+    gc = model.generation_config
+    gc.eos_token_id, gc.pad_token_id, gc.do_sample = None, 0, False
+    if api == "legacy" and getattr(gc, "cache_implementation", None) is not None:
+        gc.cache_implementation = None
+    for attr in ("temperature", "top_p", "top_k"):
+        if hasattr(gc, attr):
+            setattr(gc, attr, None)
 
 
 class TinyModels:
@@ -110,30 +149,19 @@ class TinyModels:
                 if hasattr(m, "tie_weights"):
                     m.tie_weights()
                 m.eval()
-                gc = m.generation_config
-                gc.eos_token_id, gc.pad_token_id, gc.do_sample = None, 0, False
-                if self.info.api == "legacy" and getattr(gc, "cache_implementation", None) is not None:
-                    # 4.45 Gemma 2 defaults to cache_implementation="hybrid" (a HybridCache sized to one
-                    # generate call) and refuses a passed cache alongside it; multi-turn users pass their
-                    # own HybridCache, so the adapter does that (sized to the stream, see new_cache).
-                    gc.cache_implementation = None
-                for attr in ("temperature", "top_p", "top_k"):
-                    if hasattr(gc, attr):
-                        setattr(gc, attr, None)
+                greedy_generation(m, self.info.api)
             self._models[key] = m
         return self._models[key]
 
     def new_cache(self, model, total: int):
-        """``None`` (let the model create its default) except where 4.45 users must build one."""
+        """``None`` (let the model create its default) except where the legacy API's users must build one."""
         if self.info.api == "layers":
             return None
-        from transformers import cache_utils as cu
-
         if self.arch == "mistral":
-            return cu.DynamicCache()
+            return compat.dynamic_cache()
         # max_cache_len >= W so the sliding buffer has W slots (it has min(W, max_cache_len)).
         size = max(total + 1, model.config.sliding_window)
-        return cu.HybridCache(model.config, batch_size=1, max_cache_len=size, device="cpu", dtype=torch.float64)
+        return compat.static_sliding_cache(model.config, size, torch.float64)
 
     def call(self, model, ids: list[int], cache, start: int):
         kw: dict[str, Any] = {"input_ids": torch.tensor([ids], dtype=torch.long), "use_cache": True}
@@ -170,13 +198,23 @@ class TinyModels:
         if cache is None:
             return out
         if self.info.api == "layers":
-            for i, layer in enumerate(cache.layers):
+            for i, layer in enumerate(compat.cache_layers(cache) or []):
                 if getattr(layer, "is_sliding", False):
-                    ks = layer.keys if layer.is_initialized and layer.keys is not None else None
-                    out[i] = None if ks is None else ks[0].detach().clone()
+                    kv = compat.layer_kv(cache, i)
+                    out[i] = None if kv is None else kv[0][0].detach().clone()
         elif self.arch == "gemma2":
-            out[0] = cache.key_cache[0][0].detach().clone()
+            kv = compat.layer_kv(cache, 0)
+            out[0] = None if kv is None else kv[0][0].detach().clone()
         return out
+
+    def ref_spec(self, window: int, attn: str) -> reference.RefSpec:
+        """The reference's spec for this architecture at ``window``, with the quirks of ``attn``
+        that a kernel cannot express (like with like): sdpa without soft-capping where the
+        release's sdpa path drops it (:func:`sdpa_softcaps`)."""
+        spec = reference.ref_spec(self.arch, self.first_config(), window)
+        if attn == "sdpa" and not sdpa_softcaps(self.arch):
+            spec.attn_softcap = None
+        return spec
 
     def cache_convention(self) -> Optional[tuple[str, str]]:
         """``(cache API, kind)`` of the pinned convention the sliding layers' stored keys follow
@@ -187,3 +225,29 @@ class TinyModels:
         if self.arch == "gemma2":
             return ("legacy", "static")
         return None
+
+
+def probe(arch: str) -> None:
+    """Exercise :class:`TinyModels` of ``arch`` once on the installed release — for each attention
+    implementation a prefill longer than the window, a decode step on the same cache, the stored keys,
+    and a one-token ``generate()`` — and raise :class:`compat.HFIncompatible` naming the release and the
+    step that failed. Only that the calls work is checked; the logits are the campaign's to judge."""
+    step = "building the tiny models"
+    try:
+        tm = TinyModels(arch)
+        for attn in attn_impls(arch):
+            model = tm.model(3, attn)
+            step = f"prefill ({attn})"
+            cache = tm.new_cache(model, 6)
+            _, made = tm.call(model, [3, 4, 5, 6], cache, 0)
+            cache = made if cache is None else cache
+            step = f"decode on the cache ({attn})"
+            tm.call(model, [7], cache, 4)
+            step = f"reading the stored keys ({attn})"
+            tm.stored_keys(cache)
+            step = f"generate() ({attn})"
+            tm.generate(model, [3, 4, 5, 6], tm.new_cache(model, 6), 1)
+    except compat.HFUnavailable:
+        raise
+    except Exception as e:  # noqa: BLE001 - any failure of a supported call is an API the adapter cannot drive
+        raise compat.incompatible(f"{arch} model: {step}", f"{type(e).__name__}: {e}") from e

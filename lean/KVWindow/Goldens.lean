@@ -5,6 +5,7 @@ import KVWindow.Positions
 import KVWindow.Ring
 import KVWindow.Attention
 import KVWindow.Sinks
+import KVWindow.IndexRing
 
 /-!
 # KVWindow.Goldens: the golden table, evaluated by `lake build`
@@ -12,6 +13,8 @@ import KVWindow.Sinks
 Each `#guard` is one case of `tests/golden/spec_cases.json`, the table the
 Python oracle (`pyspec`) is tested on, so the Lean definitions and their mirror
 agree on every hand-picked edge case. Entries are natural numbers (positions).
+The `rkv_*` rows are the index math of `csrc/ringkv_index.h`, which the C test
+and the CPU build of the CUDA index math check on the same rows.
 -/
 
 namespace KVWindow
@@ -78,5 +81,87 @@ namespace KVWindow
 #guard (sinkRun 2 5 ([0, 1, 2, 3, 4, 5, 6, 7, 8, 9] : List Nat)) == ([0, 1, 7, 8, 9] : List Nat)
 -- [30] no sinks is a plain window
 #guard (sinkRun 0 3 ([0, 1, 2, 3, 4, 5, 6] : List Nat)) == ([4, 5, 6] : List Nat)
+-- [31] slot before the ring wraps
+#guard (rkv_slot 2 5) == 2
+-- [32] slot after the ring wraps
+#guard (rkv_slot 7 3) == 1
+-- [33] W = 1: every position in slot 0
+#guard (rkv_slot 9 1) == 0
+-- [34] cache length while filling
+#guard (rkv_len 2 4) == 2
+-- [35] cache length exactly full
+#guard (rkv_len 4 4) == 4
+-- [36] cache length long after wrap-around
+#guard (rkv_len 10 4) == 4
+-- [37] oldest position while filling is 0
+#guard (rkv_oldest 2 4) == 0
+-- [38] oldest position at the first eviction
+#guard (rkv_oldest 5 4) == 1
+-- [39] oldest position long after wrap-around
+#guard (rkv_oldest 10 4) == 6
+-- [40] logical index 0 reads the oldest slot
+#guard (rkv_logical_slot 10 4 0) == 2
+-- [41] logical order wraps past the last slot
+#guard (rkv_logical_slot 10 4 3) == 1
+-- [42] logical index while filling is the slot
+#guard (rkv_logical_slot 3 4 2) == 2
+-- [43] chunk shorter than W keeps all
+#guard (rkv_chunk_first_kept 3 4) == 0
+-- [44] chunk of exactly W keeps all
+#guard (rkv_chunk_first_kept 4 4) == 0
+-- [45] chunk longer than W skips its first k - W
+#guard (rkv_chunk_first_kept 9 4) == 5
+-- [46] query sees W-1 back (header)
+#guard (rkv_in_window 3 5 3) == true
+-- [47] query does not see W back (header)
+#guard (rkv_in_window 3 5 2) == false
+-- [48] query does not see the future (header)
+#guard (rkv_in_window 3 5 6) == false
+-- [49] W = 1 query sees only itself (header)
+#guard (rkv_in_window 1 4 4) == true
+-- [50] chunk longer than W writes W entries
+#guard (rkv_chunk_kept 9 4) == 4
+-- [51] chunk shorter than W writes all
+#guard (rkv_chunk_kept 2 4) == 2
+-- [52] empty chunk writes nothing
+#guard (rkv_chunk_kept 0 3) == 0
+-- [53] first write of a long chunk copies entry k - W
+#guard (rkv_chunk_src 9 4 0) == 5
+-- [54] last write of a long chunk copies the last entry
+#guard (rkv_chunk_src 9 4 3) == 8
+-- [55] short chunk copies entry i
+#guard (rkv_chunk_src 2 4 1) == 1
+-- [56] first write of a long chunk after a wrapped cache
+#guard (rkv_chunk_dst 6 9 4 0) == 3
+-- [57] last write of a long chunk after a wrapped cache
+#guard (rkv_chunk_dst 6 9 4 3) == 2
+-- [58] single-token step writes slot pos0 mod W
+#guard (rkv_chunk_dst 7 1 3 0) == 1
+-- [59] filled slot while filling is valid
+#guard (rkv_slot_valid 2 4 1) == true
+-- [60] unfilled slot while filling is not valid
+#guard (rkv_slot_valid 2 4 2) == false
+-- [61] every slot valid once full
+#guard (rkv_slot_valid 10 4 3) == true
+-- [62] slot to position after wrap-around (newest)
+#guard (rkv_slot_pos 10 4 1) == 9
+-- [63] slot to position after wrap-around (oldest)
+#guard (rkv_slot_pos 10 4 2) == 6
+-- [64] slot to position while filling
+#guard (rkv_slot_pos 3 4 2) == 2
+-- [65] slot to position where s < slot of the oldest
+#guard (rkv_slot_pos 7 3 0) == 6
+-- [66] split-K middle split
+#guard (rkv_split_range 10 3 1) == (4, 8)
+-- [67] split-K last split is clamped to len
+#guard (rkv_split_range 10 3 2) == (8, 10)
+-- [68] split-K trailing split is empty
+#guard (rkv_split_range 2 4 3) == (2, 2)
+-- [69] split-K of an empty cache
+#guard (rkv_split_range 0 2 0) == (0, 0)
+-- [70] cache row of a slot
+#guard (rkv_cache_row 1 0 2 3 2 4 5) == 53
+-- [71] cache row of the first slot of a layer
+#guard (rkv_cache_row 0 1 0 0 2 4 5) == 20
 
 end KVWindow

@@ -78,6 +78,10 @@ class HFModelTarget(HFTarget):
         self.attns = tuple(attns) if attns is not None else tuple(attn_impls(arch))
         self.state = self.models.state
 
+    def tolerances(self) -> dict[str, dict[str, float]]:
+        """Logits against this project's reference forward: ``|hf - ref| <= atol + rtol * |ref|``."""
+        return {"logits": {"atol": ATOL, "rtol": RTOL}}
+
     # -- the pinned cache convention
 
     def _convention(self, n: int, window: int) -> Optional[list]:
@@ -183,12 +187,7 @@ class HFModelTarget(HFTarget):
             self._check(w, history, logit_rows, snaps, tag, attn)
 
     def _check(self, w: int, history: list[int], logit_rows, snaps, tag: str, attn: str) -> None:
-        spec = reference.ref_spec(self.arch, self.models.first_config(), w)
-        if self.arch == "gemma2" and attn == "sdpa" and self.info.api == "legacy":
-            # 4.45.2 Gemma2SdpaAttention (modeling_gemma2.py lines 389-470) never applies
-            # attn_logit_softcapping (only eager, lines 244-247, and flash-attn >= 2.6 do); its
-            # docs say so (line 681). That is its documented convention, so the reference drops it too.
-            spec.attn_softcap = None
+        spec = self.models.ref_spec(w, attn)  # like with like: sdpa's dropped soft-cap (impl.hf.models)
         ref_logits, ref_keys = reference.forward(spec, self.state, history)
         events = [(i, 0, op, ("logits", pos, lg)) for i, op, pos, lg in logit_rows]
         events += [(i, 1, op, ("keys", fed, ks)) for i, op, fed, ks in snaps]

@@ -1,0 +1,124 @@
+"""impl.hf.compat's feature detection, each branch on stand-in classes (the installed release shows one
+branch; scripts/hf_matrix.sh runs the rest on real releases), and the probes' typed errors."""
+
+import pytest
+
+pytest.importorskip("transformers")
+
+import torch  # noqa: E402
+
+from impl.hf import caches, compat, models  # noqa: E402
+
+
+class Cache45:  # 4.45: both named, max_batch_size deprecated
+    def __init__(self, config, batch_size=None, max_cache_len=None, device="cpu", dtype=None, max_batch_size=None):
+        pass
+
+
+class Cache51:  # 4.51: max_batch_size only
+    def __init__(self, config, max_batch_size, max_cache_len=None, device=None, dtype=None):
+        pass
+
+
+class Base54:  # 4.54: the subclass forwards **kwargs to a base that names max_batch_size
+    def __init__(self, layer_classes=None, config=None, max_batch_size=None, max_cache_len=None, device=None,
+                 dtype=None, **kwargs):
+        pass
+
+
+class Cache54(Base54):
+    def __init__(self, config, *args, **kwargs):
+        super().__init__(config=config, *args, **kwargs)
+
+
+class Cache56:  # 4.56: no batch keyword at all
+    def __init__(self, config, max_cache_len, offloading=False):
+        pass
+
+
+@pytest.mark.parametrize("cls,want", [(Cache45, "batch_size"), (Cache51, "max_batch_size"),
+                                      (Cache54, "max_batch_size"), (Cache56, None)])
+def test_batch_keyword_is_detected_from_the_signatures(cls, want):
+    assert compat._batch_keyword(cls) == want
+
+
+def test_mask_sizes_passes_an_int_or_a_tensor_as_the_parameter_names():
+    seen = []
+
+    class IntLayer:
+        def get_mask_sizes(self, query_length):
+            seen.append(query_length)
+            return 5, 2
+
+    class TensorLayer:
+        def get_mask_sizes(self, cache_position):
+            seen.append(cache_position)
+            return torch.tensor(4), torch.tensor(1)
+
+    class Odd:
+        def get_mask_sizes(self, something):
+            return 0, 0
+
+    assert compat.mask_sizes(IntLayer(), 7, 3) == (5, 2) and seen[-1] == 3
+    assert compat.mask_sizes(TensorLayer(), 7, 3) == (4, 1) and seen[-1].tolist() == [7, 8, 9]
+    assert compat.mask_sizes(object(), 7, 3) is None
+    with pytest.raises(compat.HFIncompatible, match=r"get_mask_sizes\(something\)"):
+        compat.mask_sizes(Odd(), 0, 1)
+
+
+def test_layer_kv_reads_layers_or_key_cache_and_none_means_empty():
+    k = torch.ones(1, 1, 2, 4)
+
+    class Layer:
+        def __init__(self, keys, initialized=True):
+            self.keys, self.values, self.is_initialized = keys, keys, initialized
+
+    class Layered:
+        def __init__(self, *layers):
+            self.layers = list(layers)
+
+    class Legacy:
+        def __init__(self, kc):
+            self.key_cache, self.value_cache = kc, kc
+
+    assert compat.layer_kv(Layered(Layer(k)), 0)[0] is k
+    assert compat.layer_kv(Layered(Layer(None)), 0) is None          # 5.18+ after reset, before update
+    assert compat.layer_kv(Layered(Layer(k, initialized=False)), 0) is None
+    assert compat.layer_kv(Layered(), 0) is None
+    assert compat.layer_kv(Legacy([k]), 0)[0] is k
+    assert compat.layer_kv(Legacy([None]), 0) is None                # 4.54-4.55 wrapper items
+    assert compat.layer_kv(Legacy([]), 0) is None
+    with pytest.raises(compat.HFIncompatible, match="neither per-layer objects nor key_cache"):
+        compat.layer_kv(object(), 0)
+
+
+@pytest.mark.parametrize("kind", ["dynamic", "static"])
+def test_cache_probe_passes(kind):
+    caches.probe(kind)
+
+
+@pytest.mark.parametrize("arch", ["mistral", "gemma2"])
+def test_model_probe_passes(arch):
+    models.probe(arch)
+
+
+def test_probe_names_release_and_api(monkeypatch):
+    """An API the adapter cannot drive is a typed harness fault naming the release and the call."""
+    def broken_update(self, *a, **kw):
+        raise TypeError("update() got an unexpected keyword argument 'cache_kwargs'")
+
+    monkeypatch.setattr(caches.LayerDriver, "update", broken_update)
+    with pytest.raises(compat.HFIncompatible) as e:
+        caches.probe("static")
+    assert isinstance(e.value, compat.HFUnavailable)
+    assert e.value.release == compat.info().transformers
+    assert "update(4 rows after 0)" in str(e.value) and f"transformers {e.value.release}" in str(e.value)
+
+
+def test_model_probe_names_the_failing_step(monkeypatch):
+    def broken_generate(self, *a, **kw):
+        raise AttributeError("'GenerateDecoderOnlyOutput' object has no attribute 'cache'")
+
+    monkeypatch.setattr(models.TinyModels, "generate", broken_generate)
+    with pytest.raises(compat.HFIncompatible, match=r"mistral model: generate\(\) \(eager\)"):
+        models.probe("mistral")
