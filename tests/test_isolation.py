@@ -8,9 +8,13 @@ import json
 import pytest
 
 from fuzz.cli import main
-from fuzz.ops import Case, Chunk, Push
+from fuzz.campaign import fuzz_target
+from fuzz.ops import Bad, Case, Chunk, Push, Reset
+from fuzz.targets import registry
 from fuzz.targets.base import Crash, TargetError
+from fuzz.targets.cache import CacheTarget
 from fuzz.targets.isolated import IsolatedTarget, is_native, resolve
+from fuzz.targets.isolated_child import FORWARDED
 from fuzz.config import CampaignConfig
 from tests.support.crashers import c_crasher
 
@@ -123,8 +127,8 @@ def test_a_fork_server_that_dies_is_restarted_and_the_case_is_not_blamed():
     t = IsolatedTarget("ring-c")
     try:
         assert t.run(Case(3, (Push(),) * 4)).tokens == 4
-        t._proc.kill()  # the fork server (its runner dies with it)
-        t._proc.wait()
+        t._child._proc.kill()  # the fork server (its runner dies with it)
+        t._child._proc.wait()
         assert t.run(Case(3, (Push(),) * 5)).tokens == 5
     finally:
         t.close()
@@ -136,7 +140,7 @@ def test_which_targets_are_isolated():
     assert type(resolve("ring-c")).__name__ == "IsolatedTarget"
     assert type(resolve("pyring")).__name__ == "CacheTarget"
     assert type(resolve("pyring", CampaignConfig(isolate=True))).__name__ == "IsolatedTarget"
-    assert type(resolve("ring-c", CampaignConfig(isolate=False))).__name__ == "CacheTarget"
+    assert isinstance(resolve("ring-c", CampaignConfig(isolate=False)), CacheTarget)
 
 
 def test_the_isolated_target_stands_in_for_the_real_one():
@@ -148,6 +152,56 @@ def test_the_isolated_target_stands_in_for_the_real_one():
         assert t.run(Case(3, (Push(), Chunk(4)))).tokens == 5
     finally:
         t.close()
+
+
+@pytest.mark.parametrize("spec", ["ring-c", "segv", "mutant:c-error-path-moves-state", "decoder"])
+def test_the_isolated_target_answers_as_the_target_itself_does(spec, segv_lib):
+    """Every attribute and method the campaign, the strategies, replay, the kill table and the bench read
+    from a target, unconfigured and configured with a width and a dtype."""
+    spec = f"c:{segv_lib}" if spec == "segv" else spec
+    cfg = CampaignConfig(width=8, dtype="float16")
+    real, iso = registry.resolve(spec), IsolatedTarget(spec)
+    cases = [Case(40, ()), Case(3, (Push(), Bad("gap"), Bad("null-handle"))), Case(3, (Bad("chunk-skip"),)),
+             Case(2, (Chunk(100), Reset(5)))]
+    try:
+        for a, b in ((real, iso), (real.configured(cfg), iso.configured(cfg))):
+            for attr in ("name", *FORWARDED):
+                assert getattr(b, attr, "absent") == getattr(a, attr, "absent"), attr
+            assert (b.versions(), b.tolerances()) == (a.versions(), a.tolerances())
+            assert [b.accepts(c) for c in cases] == [a.accepts(c) for c in cases]
+        wide = iso.configured(cfg)
+        assert wide.configured(cfg) is wide and iso.configured(None) is iso
+    finally:
+        iso.close()
+
+
+def test_width_and_dtype_reach_the_isolated_child(tmp_path, capsys):
+    """configured() reaches the runners: a library that crashes on any push into a ring of width 8 passes at
+    the default width and crashes once the campaign asks for --width 8, found, saved and replayed so."""
+    lib = c_crasher("segv", tmp_path / "libwide.so", when="r->width == 8")
+    t = resolve(f"c:{lib}")
+    try:
+        assert t.run(TRIGGER).tokens == 7
+        wide = t.configured(CampaignConfig(width=8, dtype="bfloat16"))
+        assert (wide.width, wide.dtype, t.width, t.dtype) == (8, "bfloat16", 4, "float32")
+        with pytest.raises(Crash, match=r"SIGSEGV at op #0 \(push\)"):
+            wide.run(Case(3, (Push(),)))
+        assert t.run(TRIGGER).tokens == 7  # the unconfigured view still gets a width-4 runner
+        res = fuzz_target(t, CampaignConfig(width=8, seconds=10, campaign_seed=1, seeds_dir=str(tmp_path / "c")))
+        (f,) = res.failures
+        assert f.kind == "crash" and "SIGSEGV" in f.error and f.replay.endswith("--width 8")
+    finally:
+        t.close()
+    sd = tmp_path / "s"
+    rc, out, err = run(capsys, "fuzz", "--target", f"c:{lib}", "--width", "8", "--time", "10", "--seed", "1",
+                       "--plain", "--seeds-dir", str(sd), "--db", str(tmp_path / "db"))
+    assert rc == 1 and "SIGSEGV at op #0 (push)" in out and "--width 8" in out, out + err
+    (seed,) = sd.glob("*.json")
+    assert json.loads(seed.read_text())["found"]["width"] == 8
+    rc, out, _ = run(capsys, "replay", str(seed), "--target", f"c:{lib}", "--width", "8")
+    assert rc == 1 and "FAILED (crash)" in out and "SIGSEGV" in out
+    rc, out, _ = run(capsys, "replay", str(seed), "--target", f"c:{lib}")
+    assert rc == 0, out
 
 
 def test_a_target_that_cannot_be_built_in_the_child_is_a_usage_error(tmp_path):

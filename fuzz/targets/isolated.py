@@ -18,6 +18,7 @@ every ``c:`` library, the C mutants, the CUDA targets); ``--isolate`` isolates a
 
 from __future__ import annotations
 
+import copy
 import json
 import mmap
 import os
@@ -121,6 +122,8 @@ def sanitizer_report(text: str, lines: int = 4) -> str | None:
 class _Runner:
     pid: int
     conn: Connection
+    #: The configuration its target was configured with (``None``: as built).
+    config: CampaignConfig | None = None
     used: bool = False
     poller: Any = None
 
@@ -132,73 +135,68 @@ class _Runner:
 class IsolatedTarget(Target):
     """The target ``spec`` names, run case by case in a supervised child process.
 
-    Stands in for the real target everywhere a :class:`Target` goes (name, kind,
-    ``window_max``, ``max_tokens``, versions and ``accepts`` come from the child).
-    Raises :class:`TargetError` at construction when the child cannot build the target.
+    Stands in for the real target everywhere a :class:`Target` goes: its name, the attributes
+    of :data:`~fuzz.targets.isolated_child.FORWARDED` (``kind``, ``window_max``, ``max_tokens``,
+    ``bad_kinds``, ``traced``, ``width``, ``dtype``, ...), ``versions()``, ``tolerances()`` and
+    ``accepts`` are the child's target's. :meth:`configured` returns another view of the same
+    child whose runners run ``target.configured(config)`` (so ``--width``/``--dtype`` reach the
+    implementation). Raises :class:`TargetError` at construction when the child cannot build the target.
     """
 
     def __init__(self, spec: str, *, op_timeout: float = OP_TIMEOUT, op_memory: int | None = OP_MEMORY_MB,
                  sanitize: bool = False):
-        self.spec, self.op_timeout, self.op_memory, self.sanitize = spec, float(op_timeout), op_memory, sanitize
-        self.name = spec
-        #: A fresh runner per case (set by the campaign while it shrinks or reduces a failure).
-        self.fresh = False
-        self._env = dict(os.environ)
-        if sanitize:
-            self._env.update(sanitizer_environment(op_memory))
-        self._proc: subprocess.Popen | None = None
-        self._ctrl: socket.socket | None = None
-        self._runner: _Runner | None = None
-        self._seq = 0
-        self._meta: dict[str, Any] = {}
-        self._slot_file = tempfile.TemporaryFile(prefix="kvwindow-slot-")
-        self._slot_file.truncate(SLOT_WORDS * 8)
-        self._slot = memoryview(mmap.mmap(self._slot_file.fileno(), SLOT_WORDS * 8)).cast("q")
-        self._log = _append_only_temp()
-        try:
-            self._start()
-            hello = self._fork(STARTUP_TIMEOUT)
-        except TargetError:
-            self.close()
-            raise
-        except (OSError, HarnessFault) as e:
-            self.close()
-            raise TargetError(f"target {spec!r}: the isolated child could not start: {e}{self._log_tail()}") from e
-        if hello[0] == "error":
-            self.close()
-            raise TargetError(self._error_text(hello[1]))
-        self._meta = hello[1]
-        self.name = self._meta["name"]
-        self.kind = self._meta["kind"]
-        self.window_max = self._meta["window_max"]
-        self.max_tokens = self._meta["max_tokens"]
-        self.publishes_ops = self._meta["publishes_ops"]
+        self.spec = spec
+        self.config: CampaignConfig | None = None
+        self._child = _Child(spec, op_timeout=float(op_timeout), op_memory=op_memory, sanitize=sanitize)
+        self._stand_in(self._child.hello(None))
+
+    def _stand_in(self, meta: dict[str, Any]) -> None:
+        self._meta = meta
+        self.name = meta["name"]
+        for attr, value in meta["attrs"].items():
+            setattr(self, attr, value)
+
+    @property
+    def op_timeout(self) -> float:
+        return self._child.op_timeout
+
+    @property
+    def fresh(self) -> bool:
+        """A fresh runner per case (set by the campaign while it shrinks or reduces a failure)."""
+        return self._child.fresh
+
+    @fresh.setter
+    def fresh(self, value: bool) -> None:
+        self._child.fresh = value
 
     # -- the Target protocol ------------------------------------------------
+    def configured(self, config: Any) -> "IsolatedTarget":
+        """A view of the same child whose runners run ``target.configured(config)``; its attributes are
+        that configured target's (a runner is forked now to read them)."""
+        if config == self.config:
+            return self
+        other = copy.copy(self)
+        other.config = config
+        other._stand_in(self._child.hello(config))
+        return other
+
     def versions(self) -> dict[str, str]:
         return dict(self._meta.get("versions", {}))
+
+    def tolerances(self) -> dict[str, dict[str, float]]:
+        return {k: dict(v) for k, v in self._meta.get("tolerances", {}).items()}
 
     def accepts(self, case: Case) -> str | None:
         why = super().accepts(case)
         if why is not None or not self._meta.get("custom_accepts"):
             return why
-        try:
-            reply = self._request(("accepts", case))
-        except HarnessFault:
-            raise
-        except Exception as e:  # noqa: BLE001
-            raise HarnessFault(self.name, f"the isolation machinery failed: {type(e).__name__}: {e}") from e
+        reply = self._call(("accepts", case))
         if reply[0] != "accepts":
             raise HarnessFault(self.name, reply[1])
         return reply[1]
 
     def run(self, case: Case) -> RunStats:
-        try:
-            reply = self._request(("run", None, case))
-        except HarnessFault:
-            raise
-        except Exception as e:  # noqa: BLE001 - the supervision itself failed: never the target's fault
-            raise HarnessFault(self.name, f"the isolation machinery failed: {type(e).__name__}: {e}") from e
+        reply = self._call(("run", None, case))
         tag = reply[0]
         if tag == "ok":
             return RunStats(reply[1], set(reply[2]))
@@ -214,6 +212,67 @@ class IsolatedTarget(Target):
                 reject()
             raise ValueError(f"{self.name} does not take this case: {reply[1]}")
         raise HarnessFault(self.name, reply[1])
+
+    def close(self) -> None:
+        """Stop the runner and the fork server (idempotent; every view of the child stops with it)."""
+        self._child.close()
+
+    def _call(self, msg: tuple) -> tuple:
+        """One request to a runner configured as this view is; a failure of the supervision itself is a
+        harness fault, never the target's."""
+        try:
+            return self._child.request(msg, self.config)
+        except HarnessFault:
+            raise
+        except Exception as e:  # noqa: BLE001 - the supervision itself failed: never the target's fault
+            raise HarnessFault(self.name, f"the isolation machinery failed: {type(e).__name__}: {e}") from e
+
+
+class _Child:
+    """One fork server, its current runner and the shared op slot: what every view of an isolated target
+    shares. A runner is forked for one configuration (``None``: the target as built); a request for
+    another configuration, or (``fresh``) any request after the runner ran one, gets a new runner."""
+
+    def __init__(self, spec: str, *, op_timeout: float, op_memory: int | None, sanitize: bool):
+        self.spec, self.op_timeout, self.op_memory, self.sanitize = spec, op_timeout, op_memory, sanitize
+        self.name = spec
+        self.fresh = False
+        self.publishes_ops = False
+        self._env = dict(os.environ)
+        if sanitize:
+            self._env.update(sanitizer_environment(op_memory))
+        self._proc: subprocess.Popen | None = None
+        self._ctrl: socket.socket | None = None
+        self._runner: _Runner | None = None
+        self._seq = 0
+        self._slot_file = tempfile.TemporaryFile(prefix="kvwindow-slot-")
+        self._slot_file.truncate(SLOT_WORDS * 8)
+        self._slot = memoryview(mmap.mmap(self._slot_file.fileno(), SLOT_WORDS * 8)).cast("q")
+        self._log = _append_only_temp()
+        try:
+            self._start()
+        except TargetError:
+            self.close()
+            raise
+        except (OSError, HarnessFault) as e:
+            self.close()
+            raise TargetError(f"target {spec!r}: the isolated child could not start: {e}{self._log_tail()}") from e
+
+    def hello(self, config: CampaignConfig | None) -> dict[str, Any]:
+        """The metadata of the target as ``config`` configures it (a runner is forked for it now);
+        :class:`TargetError` when the child cannot build or configure it."""
+        self._drop_runner()
+        try:
+            hello = self._fork(config, STARTUP_TIMEOUT)
+        except HarnessFault as e:
+            hello = ("error", {"kind": "harness", "message": e.reason})
+        if hello[0] == "error":
+            if config is None:  # the target itself cannot be built: nothing is left running
+                self.close()
+            raise TargetError(self._error_text(hello[1]))
+        meta = hello[1]
+        self.name, self.publishes_ops = meta["name"], meta["attrs"].get("publishes_ops", False)
+        return meta
 
     def close(self) -> None:
         """Stop the runner and the fork server (idempotent)."""
@@ -284,25 +343,27 @@ class IsolatedTarget(Target):
             return err["message"]
         return f"target {self.spec!r}: building it in the isolated child failed: {err.get('message')}"
 
-    def _fork(self, timeout: float = 60.0) -> tuple:
-        """A fresh runner; returns its hello (``("meta", info)`` or ``("error", err)``)."""
+    def _fork(self, config: CampaignConfig | None, timeout: float = 60.0) -> tuple:
+        """A fresh runner whose target is configured with ``config`` (the fork request carries it); returns
+        its hello (``("meta", info)`` or ``("error", err)``)."""
         if self._ctrl is None or (self._proc is not None and self._proc.poll() is not None):
             self._restart()
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            send_msg(self._ctrl, {"op": "fork"}, (theirs.fileno(),))
+            send_msg(self._ctrl, {"op": "fork", "config": None if config is None else config.to_json()},
+                     (theirs.fileno(),))
         except OSError:
             mine.close()
             theirs.close()
             self._restart()
-            return self._fork(timeout)
+            return self._fork(config, timeout)
         theirs.close()
         msg = self._ctrl_reply(timeout)
         if "pid" not in msg:
             mine.close()
             raise HarnessFault(self.name, f"cannot start a child: {msg.get('error')}")
         conn = Connection(mine.detach())
-        runner = _Runner(int(msg["pid"]), conn)
+        runner = _Runner(int(msg["pid"]), conn, config)
         if not conn.poll(timeout):
             self._kill(runner)
             raise HarnessFault(self.name, f"the child did not start within {timeout:g} s{self._log_tail()}")
@@ -352,18 +413,20 @@ class IsolatedTarget(Target):
         self._runner = None
 
     # -- one request ------------------------------------------------------
-    def _live_runner(self) -> _Runner:
-        if self._runner is not None and self.fresh and self._runner.used:
+    def _live_runner(self, config: CampaignConfig | None) -> _Runner:
+        if self._runner is not None and ((self.fresh and self._runner.used) or self._runner.config != config):
             self._drop_runner()
         if self._runner is None:
-            hello = self._fork()
+            hello = self._fork(config)
             if hello[0] != "meta":
                 raise HarnessFault(self.name, self._error_text(hello[1]))
         assert self._runner is not None
         return self._runner
 
-    def _request(self, msg: tuple, retry: bool = True) -> tuple:
-        runner = self._live_runner()
+    def request(self, msg: tuple, config: CampaignConfig | None, retry: bool = True) -> tuple:
+        """Send ``msg`` to a runner configured with ``config`` and wait for its reply; a runner that dies or
+        times out answering stands for a crash reply naming the op the slot shows."""
+        runner = self._live_runner(config)
         if msg[0] == "run":
             self._seq += 1
             msg = ("run", self._seq, msg[2])
@@ -372,14 +435,14 @@ class IsolatedTarget(Target):
             runner.conn.send(msg)
         except OSError:  # died between cases (nothing of this case ran): a fresh runner takes it
             self._reap(runner)
-            runner = self._live_runner()
+            runner = self._live_runner(config)
             runner.conn.send(msg)
         runner.used = True
         reply = self._await(runner, msg, mark)
         if reply[0] == "server-died":  # the runner died with the fork server, not of the case
             if not retry:
                 return ("harness", f"the isolation fork server died twice{self._log_tail()}")
-            return self._request(msg, retry=False)
+            return self.request(msg, config, retry=False)
         return reply
 
     def _await(self, runner: _Runner, msg: tuple, mark: int) -> tuple:

@@ -101,14 +101,28 @@ def sanitized_ring_library():
     return lib if lib.exists() else rb.compile_ring_library(lib, sanitize=True)
 
 
+#: The attributes an isolated target copies from its child's target (those the target has): everything the
+#: campaign, the strategies, replay, the kill table and the bench read from a target besides its methods.
+FORWARDED = ("kind", "window_max", "max_tokens", "publishes_ops", "bad_kinds", "width", "dtype")
+
+
 def meta(target) -> dict[str, Any]:
-    """What the supervisor needs to stand in for ``target``."""
+    """What the supervisor needs to stand in for ``target``: its name, :data:`FORWARDED`, what its
+    ``versions()`` and ``tolerances()`` return, and whether it has an ``accepts`` of its own."""
     from fuzz.targets.base import Target
 
-    return {"name": target.name, "kind": target.kind, "window_max": target.window_max,
-            "max_tokens": target.max_tokens, "publishes_ops": bool(target.publishes_ops),
-            "versions": dict(target.versions()),
+    return {"name": target.name, "attrs": {a: getattr(target, a) for a in FORWARDED if hasattr(target, a)},
+            "versions": dict(target.versions()), "tolerances": dict(target.tolerances()),
             "custom_accepts": type(target).accepts is not Target.accepts}
+
+
+def configure(target, config: dict[str, Any] | None):
+    """``target.configured`` with the campaign configuration a fork request carries (``None``: as built)."""
+    if config is None:
+        return target
+    from fuzz.config import CampaignConfig
+
+    return target.configured(CampaignConfig(**config))
 
 
 def limit_memory(megabytes: int | None) -> None:
@@ -157,20 +171,20 @@ def run_one(target, case, slot, opts: dict[str, Any], custom_accepts: bool) -> t
         return ("crash", *op_at(), f"raised {type(e).__name__}: {e}", None)
 
 
-def runner(fd: int, target, spec: str, opts: dict[str, Any], slot) -> int:
-    """A forked runner: say hello (the target's metadata), then run cases until the supervisor hangs up."""
+def runner(fd: int, target, spec: str, opts: dict[str, Any], slot, config: dict[str, Any] | None = None) -> int:
+    """A forked runner: build the target if the fork server has not, configure it with ``config`` (the
+    campaign's, from the fork request), say hello (its metadata), then run cases until the supervisor hangs up."""
     from multiprocessing.connection import Connection
 
     die_with_parent(opts["zygote"])
     conn = Connection(fd)
     if opts.get("op_memory") and not opts.get("sanitize") and not spec.startswith("cuda-"):
         limit_memory(opts["op_memory"])
-    if target is None:
-        try:
-            target = build(spec, opts)
-        except BaseException as e:  # noqa: BLE001
-            conn.send(("error", describe(e)))
-            return 0
+    try:
+        target = configure(build(spec, opts) if target is None else target, config)
+    except BaseException as e:  # noqa: BLE001
+        conn.send(("error", describe(e)))
+        return 0
     target.op_slot = slot
     info = meta(target)
     custom_accepts = info["custom_accepts"]
@@ -228,7 +242,7 @@ def serve(ctrl: socket.socket, spec: str, opts: dict[str, Any], slot) -> int:
                 code = 1
                 try:
                     ctrl.close()
-                    code = runner(fds[0], target, spec, opts, slot)
+                    code = runner(fds[0], target, spec, opts, slot, msg.get("config"))
                 finally:
                     os._exit(code)
             os.close(fds[0])

@@ -19,8 +19,10 @@ from tests.support.caches import ReadsFromSlotZero, ReadsFromSlotZeroWhenWide
 
 #: The one line of ``csrc/ringkv.c`` the C crashers edit (``write_slot``: every push and chunk goes through it).
 SLOT_WRITE = "  r->pos[s] = pos;"
-#: What replaces it: ``{body}`` runs when position 5 is written into a ring of window 3.
-EDIT = "  if (pos == 5 && r->w == 3) {{ {body} }}\n  r->pos[s] = pos;"
+#: What replaces it: ``{body}`` runs when ``{when}`` holds (by default: position 5 is written into a ring of window 3).
+EDIT = "  if ({when}) {{ {body} }}\n  r->pos[s] = pos;"
+#: The default trigger of :data:`EDIT`.
+WHEN = "pos == 5 && r->w == 3"
 BODIES = {
     "segv": "*(volatile int *)0 = 1;",
     "abort": "abort();",
@@ -30,15 +32,17 @@ BODIES = {
 }
 
 
-def c_crasher(kind: str, dest: Path, *, sanitize: bool = False) -> Path:
-    """``csrc/ringkv.c`` compiled into ``dest`` with the slot write of position 5 at window 3 replaced by
-    :data:`BODIES` ``[kind]``."""
+def c_crasher(kind: str, dest: Path, *, sanitize: bool = False, when: str = WHEN) -> Path:
+    """``csrc/ringkv.c`` compiled into ``dest`` with :data:`BODIES` ``[kind]`` run before the slot write
+    whenever ``when`` holds (C over ``pos``, the position written, and ``r``, the ring; default: position 5
+    at window 3)."""
     import pytest
 
     from impl._ring_build import NoCompiler, compile_ring_library
 
     try:
-        return compile_ring_library(dest, replace=(SLOT_WRITE, EDIT.format(body=BODIES[kind])), sanitize=sanitize)
+        return compile_ring_library(dest, replace=(SLOT_WRITE, EDIT.format(when=when, body=BODIES[kind])),
+                                    sanitize=sanitize)
     except NoCompiler as e:
         pytest.skip(str(e))
 
