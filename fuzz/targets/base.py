@@ -97,10 +97,14 @@ class Target(ABC):
     window_max: int | None = None
     #: Largest stream length per case the campaign should generate (model targets are slower).
     max_tokens: int | None = None
-    #: Where :meth:`run` publishes the index of the op it is running (``slot[1] = i``; ``-1`` the
+    #: Where :meth:`run` publishes the index of the op it is running (``slot[OP] = i``; ``-1`` the
     #: opening reset), so a supervising process can name the op a native death happened at
-    #: (:mod:`fuzz.targets.isolated`). ``None`` outside a supervised child: the loop skips the write.
+    #: (:mod:`fuzz.targets.isolated`; the layout: :mod:`fuzz.targets.progress`). ``None`` outside a
+    #: supervised child: the loop skips the write.
     op_slot = None
+    #: The shared checksum buffer a trace call writes its per-push progress into while supervised
+    #: (:func:`fuzz.targets.progress.trace_buffer`), or ``None``.
+    trace_sums = None
     #: Whether :meth:`run` writes :attr:`op_slot` (a target that does not is named "while running the case").
     publishes_ops: bool = False
     #: The ``bad:KIND`` ops this target's error contract takes (:mod:`fuzz.targets.ring_errors`).

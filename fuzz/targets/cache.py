@@ -33,6 +33,7 @@ import numpy as np
 from fuzz.ops import Case, Chunk, Op, Push, Reset
 from fuzz.oracle import PAYLOAD_WIDTH, SpecStream, check_dtype
 from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats, Target, TargetError
+from fuzz.targets.progress import OP
 from fuzz.targets.ring_errors import py_contract_for
 
 PROTOCOL_METHODS = ("reset", "push", "push_chunk", "contents")
@@ -215,7 +216,7 @@ class CacheTarget(Target):
                 skip -= 1
                 continue
             if slot is not None:
-                slot[1] = i
+                slot[OP] = i
             kind = type(op)
             if kind is Push or kind is Chunk or kind is Reset:
                 entry = None if kind is Reset else spec.next_entry() if kind is Push else spec.new_entries(op.n)

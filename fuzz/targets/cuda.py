@@ -22,6 +22,7 @@ import numpy as np
 from fuzz.ops import Case, Reset
 from fuzz.oracle import SpecStream
 from fuzz.targets.base import Mismatch, RunStats, Target
+from fuzz.targets.progress import OP
 from impl.errors import Unavailable
 from fuzz.targets.cache import AuditedCacheTarget
 from fuzz.targets.ring_errors import MethodContract
@@ -328,7 +329,7 @@ class CudaDecoderTarget(Target):
         try:
             for i, op in enumerate(ops):
                 if slot is not None:
-                    slot[1] = i
+                    slot[OP] = i
                 if isinstance(op, Reset):
                     if op.window == ring.window:
                         ring.reset(self.SEQ)

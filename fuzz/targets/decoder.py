@@ -29,6 +29,7 @@ from impl.decoder import torch_threads
 from fuzz.ops import Case, Op, Reset
 from fuzz.oracle import SpecStream
 from fuzz.targets.base import Mismatch, RunStats, Target
+from fuzz.targets.progress import OP
 from impl.decoder import Decoder, DecoderConfig, RingKVCache
 
 #: The target's model: 2 layers (layer 0 slides with the case's window, layer 1 is
@@ -93,7 +94,7 @@ class DecoderTarget(Target):
         slot = self.op_slot
         for i, op in enumerate(ops):
             if slot is not None:
-                slot[1] = i
+                slot[OP] = i
             start = spec.n
             logits = None
             if isinstance(op, Reset):

@@ -37,7 +37,8 @@ from fuzz.config import OP_MEMORY_MB, OP_TIMEOUT, CampaignConfig
 from fuzz.ops import Case
 from fuzz.targets import registry
 from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats, Target, TargetError
-from fuzz.targets.isolated_child import IDLE, OP, SEQ, SLOT_WORDS, recv_msg, send_msg
+from fuzz.targets.isolated_child import recv_msg, send_msg
+from fuzz.targets.progress import IDLE, OP, SEQ, WORDS, running_op, trace_buffer
 
 #: Built-in targets that run native code (C through cffi, CUDA kernels).
 NATIVE_BUILTINS = ("ring-c", "cuda-index", "cuda-ring", "cuda-decoder")
@@ -246,8 +247,9 @@ class _Child:
         self._runner: _Runner | None = None
         self._seq = 0
         self._slot_file = tempfile.TemporaryFile(prefix="kvwindow-slot-")
-        self._slot_file.truncate(SLOT_WORDS * 8)
-        self._slot = memoryview(mmap.mmap(self._slot_file.fileno(), SLOT_WORDS * 8)).cast("q")
+        self._slot_file.truncate(WORDS * 8)
+        self._slot = memoryview(mmap.mmap(self._slot_file.fileno(), WORDS * 8)).cast("q")
+        self._sums = trace_buffer(self._slot)
         self._log = _append_only_temp()
         try:
             self._start()
@@ -478,7 +480,7 @@ class _Child:
         index: int | None = None
         op = None
         if seq is not None and self.publishes_ops and self._slot[SEQ] == seq and self._slot[OP] != IDLE:
-            index = int(self._slot[OP])
+            index = running_op(self._slot, self._sums)
             ops = msg[2].ops
             op = ops[index] if 0 <= index < len(ops) else None
         log = self._log_since(mark)

@@ -26,11 +26,8 @@ import socket
 import sys
 from typing import Any
 
-#: Slot layout (int64 words): the sequence number of the case being run, the op index.
-SLOT_WORDS = 4
-SEQ, OP = 0, 1
-#: ``slot[OP]`` between cases.
-IDLE = -2
+from fuzz.targets.progress import IDLE, OP, RUN, SEQ, WORDS, running_op, trace_buffer
+
 #: Largest control message (JSON) in bytes.
 CTRL_MAX = 1 << 16
 
@@ -144,7 +141,7 @@ def run_one(target, case, slot, opts: dict[str, Any], custom_accepts: bool) -> t
     def op_at() -> tuple[int | None, Any]:
         if not target.publishes_ops:
             return None, None
-        i = int(slot[OP])
+        i = running_op(slot, target.trace_sums)
         return i, (case.ops[i] if 0 <= i < len(case.ops) else None)
 
     memory = f"broke the memory limit of the child ({opts.get('op_memory')} MiB, --op-memory)"
@@ -185,7 +182,7 @@ def runner(fd: int, target, spec: str, opts: dict[str, Any], slot, config: dict[
     except BaseException as e:  # noqa: BLE001
         conn.send(("error", describe(e)))
         return 0
-    target.op_slot = slot
+    target.op_slot, target.trace_sums = slot, trace_buffer(slot)
     info = meta(target)
     custom_accepts = info["custom_accepts"]
     conn.send(("meta", info))
@@ -196,7 +193,7 @@ def runner(fd: int, target, spec: str, opts: dict[str, Any], slot, config: dict[
             return 0
         if msg[0] == "run":
             _, seq, case = msg
-            slot[SEQ], slot[OP] = seq, -1
+            slot[SEQ], slot[OP], slot[RUN] = seq, -1, 0
             reply = run_one(target, case, slot, opts, custom_accepts)
             slot[OP] = IDLE
         elif msg[0] == "accepts":
@@ -275,7 +272,7 @@ def main(argv: list[str]) -> int:
     die_with_parent(int(opts["parent"]))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # interruption is the supervisor's to handle
     ctrl = socket.socket(fileno=ctrl_fd)
-    slot = memoryview(mmap.mmap(slot_fd, SLOT_WORDS * 8)).cast("q")
+    slot = memoryview(mmap.mmap(slot_fd, WORDS * 8)).cast("q")
     return serve(ctrl, opts["spec"], opts, slot)
 
 

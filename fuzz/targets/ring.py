@@ -19,7 +19,8 @@ from fuzz.ops import Push
 from fuzz.oracle import PAYLOAD_WIDTH, SpecStream
 from fuzz.targets.base import Mismatch, Target, TargetError
 from fuzz.targets.cache import CacheTarget, crash_from
-from fuzz.targets.ring_bulk import check_traced_pushes, spec_checksum
+from fuzz.targets.progress import OP, RUN
+from fuzz.targets.ring_bulk import TraceRaised, check_traced_pushes, spec_checksum
 from fuzz.targets.ring_errors import CContract
 
 
@@ -43,25 +44,38 @@ class CRingTarget(CacheTarget):
         return CRing(self.width, backend=self.backend)
 
     def _push_run(self, raw: Any, cache: Any, spec: SpecStream, ops: tuple, a: int, stats: Any) -> int:
+        """Pushes ``a .. b-1`` (the run after a push) through ``ringkv_trace``, every step checked. Supervised,
+        the trace writes its checksums into the shared :attr:`trace_sums` and the slot says which ops it
+        covers, so a death inside it names the push that was running (:mod:`fuzz.targets.progress`); a
+        run longer than that buffer is traced in pieces."""
         b = a
         while b < len(ops) and type(ops[b]) is Push:
             b += 1
-        m = b - a
-        if m == 0:
+        if b == a:
             return 0
-        try:
-            failed = check_traced_pushes(raw, spec, m)
-        except Exception as e:  # noqa: BLE001 - ringkv_trace failed on valid pushes
-            raise crash_from(self.name, a, ops[a], e) from e
-        if failed is not None:
-            k, why = failed
-            raise Mismatch(self.name, a + k, ops[a + k], why)
+        slot, shared = self.op_slot, self.trace_sums
+        piece = b - a if shared is None else shared.shape[0] - 1
         phases = stats.phases
-        for op in ops[a:b]:
-            phases |= spec.apply(op)
-        stats.tokens += m
+        for p in range(a, b, piece):
+            m = min(piece, b - p)
+            if slot is not None:
+                slot[OP], slot[RUN] = p, m
+            try:
+                failed = check_traced_pushes(raw, spec, m, None if shared is None else shared[:m + 1])
+            except TraceRaised as e:  # ringkv_trace failed on valid pushes
+                raise crash_from(self.name, p + e.step, ops[p + e.step], e.cause) from e.cause
+            if slot is not None:
+                slot[RUN] = 0
+            if failed is not None:
+                k, why = failed
+                raise Mismatch(self.name, p + k, ops[p + k], why)
+            for op in ops[p:p + m]:
+                phases |= spec.apply(op)
+        stats.tokens += b - a
+        if slot is not None:
+            slot[OP] = b - 1
         self._check(raw, cache, spec, b - 1, ops[b - 1])
-        return m
+        return b - a
 
     def _check(self, raw: Any, cache: Any, spec: SpecStream, i: int, op: Any) -> None:
         super()._check(raw, cache, spec, i, op)

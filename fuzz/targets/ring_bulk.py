@@ -29,6 +29,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from fuzz.oracle import SpecStream, history_table, payloads
+from fuzz.targets.progress import UNWRITTEN, pushes_written
 from pyspec.bulk import PAD, window_positions, window_rows
 
 K1 = np.uint64(0x9E3779B97F4A7C15)
@@ -122,14 +123,32 @@ def spec_checksum(spec: SpecStream) -> int:
 _SHORT_RUN = 4
 
 
-def check_traced_pushes(ring: Any, spec: SpecStream, m: int) -> tuple[int, str] | None:
+class TraceRaised(Exception):
+    """The ring's trace call raised (a status on valid pushes) after ``step`` of its pushes had written their
+    checksums: push ``step`` (0-based) is the one that failed. ``cause`` is what it raised."""
+
+    def __init__(self, step: int, cause: BaseException):
+        super().__init__(f"push {step} of the trace: {type(cause).__name__}: {cause}")
+        self.step, self.cause = step, cause
+
+
+def check_traced_pushes(ring: Any, spec: SpecStream, m: int, sums: np.ndarray | None = None) -> tuple[int, str] | None:
     """Push the next ``m`` entries of ``spec`` through one ``ringkv_trace`` and check the window and
     checksum after every push. ``None`` when all agree, else ``(k, why)`` for the ``k``-th push
-    (0-based) that disagreed first. ``spec`` is not advanced (the caller applies the ops)."""
+    (0-based) that disagreed first. ``spec`` is not advanced (the caller applies the ops).
+
+    ``sums`` (at least ``m + 1`` entries) is where the trace writes its checksums, e.g. shared memory a
+    supervisor reads after a death (:mod:`fuzz.targets.progress`); it is filled with ``UNWRITTEN`` first,
+    so a call that raises says which push failed (:class:`TraceRaised`)."""
     a, w = spec.n, spec.window
     _, keys, values = spec.new_entries(m)
-    # One spare row: a library that writes a row too long cannot reach past the buffer.
-    rows, sums = ring.trace(keys, values, np.empty((m + 1, w), np.int64), np.empty(m + 1, np.uint64))
+    if sums is None:
+        sums = np.empty(m + 1, np.uint64)
+    sums[:m] = UNWRITTEN
+    try:  # one spare row: a library that writes a row too long cannot reach past the buffer
+        rows, sums = ring.trace(keys, values, np.empty((m + 1, w), np.int64), sums)
+    except Exception as e:  # noqa: BLE001 - the caller decides whose failure it is
+        raise TraceRaised(min(pushes_written(sums, m), m - 1), e) from e
     if m <= _SHORT_RUN:
         c1, c2 = _prefix_sums(spec.epoch, spec.width, spec.dtype, a + m)
         for k, (row, got) in enumerate(zip(rows.tolist(), sums.tolist())):
