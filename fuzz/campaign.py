@@ -176,7 +176,11 @@ def fuzz_target(
         (it counts as one example; its tokens are ``bulk_tokens``, apart from the cases'). Its failure
         comes reduced to an op list (:func:`fuzz.targets.ring_bulk.reduce_bulk_failure`)."""
         bulk_state["done"] = True
-        phase = bulk_phase(target, config, campaign_seed)
+        _set_fresh(target, True)  # an isolated target reduces a failure in fresh runners
+        try:
+            phase = bulk_phase(target, config, campaign_seed)
+        finally:
+            _set_fresh(target, False)
         if phase is None:
             return False
         res.bulk_tokens += phase.tokens

@@ -152,8 +152,8 @@ def make_display(console: Console | None = None, plain: bool | None = None):
 
 def summary(console: Console, results: list[TargetResult], title: str = "kvwindow fuzz: summary",
             names: Iterable[str] | None = None) -> None:
-    """The closing table (every name in ``names``, run or not), coverage notes, and one line per harness
-    fault and warning."""
+    """The closing table (every name in ``names``, run or not), coverage notes, what each bulk phase checked,
+    and one line per harness fault and warning."""
     by_name = {r.name: r for r in results}
     names = list(dict.fromkeys([*(names or []), *by_name]))
     console.print(_table(names, by_name, title))
@@ -161,6 +161,10 @@ def summary(console: Console, results: list[TargetResult], title: str = "kvwindo
     for name, ps in missed.items():
         if ps and any(r.examples for r in results if r.name == name):
             console.print(f"note: {name} never exercised {', '.join(ps)}")
+    for r in results:
+        if r.bulk_tokens:
+            console.print(f"bulk phase: {r.name}: {r.bulk_tokens:,} tokens through ringkv_trace, every step "
+                          f"checked, in {r.bulk_seconds:.2f} s (not counted in tokens)", markup=False)
     for r in results:
         for f in r.faults:
             console.print(f"HARNESS FAULT {r.name}: {f}", markup=False)

@@ -209,3 +209,77 @@ def test_a_target_that_cannot_be_built_in_the_child_is_a_usage_error(tmp_path):
         IsolatedTarget(f"c:{tmp_path}/missing.so")
     with pytest.raises(TargetError, match="cannot import"):
         IsolatedTarget("py:no_such_module_xyz:Cache")
+
+
+def _fuzz_until_crash_and_replay(capsys, tmp_path, lib) -> tuple[str, dict, dict]:
+    """``kvwindow fuzz`` of ``c:lib`` finds a crash (exit 1); its seed replays it (exit 1): the output, the
+    report and the seed."""
+    rep, sd = tmp_path / "r.json", tmp_path / "s"
+    rc, out, err = run(capsys, "fuzz", "--target", f"c:{lib}", "--time", "20", "--seed", "1", "--plain",
+                       "--report", str(rep), "--seeds-dir", str(sd), "--db", str(tmp_path / "db"))
+    assert rc == 1 and f"FAILED c:{lib} (crash)" in out, out + err
+    (seed,) = sd.glob("*.json")
+    rc, replayed, _ = run(capsys, "replay", str(seed), "--target", f"c:{lib}")
+    assert rc == 1 and "FAILED (crash)" in replayed and "SIGSEGV at op #" in replayed, replayed
+    return out, json.loads(rep.read_text()), json.loads(seed.read_text())
+
+
+def test_a_library_that_dies_in_a_bad_call_is_found_saved_and_replayed(tmp_path, capsys):
+    """Found through a bad: op: RINGKV_E_NULL's check removed, the library writes through the NULL key."""
+    from impl._ring_build import NoCompiler, compile_ring_library
+
+    try:
+        lib = compile_ring_library(tmp_path / "libnullkey.so", replace=(
+            "  if (!r || !key || !value) return RINGKV_E_NULL;\n", "  if (!r) return RINGKV_E_NULL;\n"))
+    except NoCompiler as e:
+        pytest.skip(str(e))
+    out, doc, seed = _fuzz_until_crash_and_replay(capsys, tmp_path, lib)
+    assert "(bad:null-data)" in out and "SIGSEGV" in doc["failures"][0]["error"]
+    assert Bad("null-data") in Case.from_json(seed).ops
+
+
+#: A library whose trace dies at the push of position 40 000, in any window: only the bulk phase gets there
+#: (the op loop's traced runs are short; the long tour pushes single entries around 2**15, 2**16 and 70 000).
+TRACE_DEATH = 40_000
+
+
+@pytest.fixture(scope="module")
+def trace_segv_lib(tmp_path_factory):
+    from tests.support.crashers import TRACE_STEP
+
+    return c_crasher("segv", tmp_path_factory.mktemp("trace") / "libtracesegv.so", when=f"p == {TRACE_DEATH}",
+                     line=TRACE_STEP)
+
+
+def test_a_death_in_the_bulk_phase_is_a_crash_on_a_reduced_push_case(trace_segv_lib):
+    from fuzz.targets.ring_bulk import BULK_TOKENS, bulk_phase
+
+    t = resolve(f"c:{trace_segv_lib}")
+    try:
+        assert t.traced and type(t).__name__ == "IsolatedTarget"
+        phase = bulk_phase(t, CampaignConfig(), 0)
+        assert isinstance(phase.error, Crash) and phase.error.signal == "SIGSEGV", phase.error
+        # reduced in fresh runners: the smallest window, the chunk form, the crash named by the op loop
+        assert phase.case == Case(1, (Chunk(TRACE_DEATH - 1), Push(), Push())), phase.case
+        assert "SIGSEGV at op #2 (push)" in str(phase.error)
+        assert phase.tokens == TRACE_DEATH and phase.seconds > 0  # the first stream got that far
+        with pytest.raises(Crash, match="SIGSEGV at op #2"):
+            t.run(phase.case)
+        ring = resolve("ring-c")  # the isolated bulk phase checks what the in-process one does
+        try:
+            mine, theirs = bulk_phase(ring, CampaignConfig(), 0), bulk_phase(registry.resolve("ring-c"),
+                                                                            CampaignConfig(), 0)
+            assert mine.error is None and (mine.tokens, mine.streams) == (theirs.tokens, theirs.streams)
+            assert mine.tokens >= BULK_TOKENS
+        finally:
+            ring.close()
+    finally:
+        t.close()
+
+
+def test_a_library_that_dies_in_the_bulk_phase_is_found_saved_and_replayed(tmp_path, capsys, trace_segv_lib):
+    out, doc, seed = _fuzz_until_crash_and_replay(capsys, tmp_path, trace_segv_lib)
+    (target,) = doc["targets"]
+    assert target["bulk_tokens"] == TRACE_DEATH and target["bulk_seconds"] > 0
+    assert Case.from_json(seed) == Case(1, (Chunk(TRACE_DEATH - 1), Push(), Push())), seed
+    assert "SIGSEGV at op #2 (push)" in out and f"bulk phase: c:{trace_segv_lib}: 40,000 tokens" in out

@@ -103,6 +103,23 @@ def test_every_c_campaign_runs_the_bulk_phase():
     assert uniform.bulk_tokens == 0  # the naive baseline has none either
 
 
+def test_the_isolated_ring_c_runs_the_bulk_phase_in_its_child_and_the_summary_says_so(tmp_path, capsys):
+    from fuzz.cli import main
+    from fuzz.targets.isolated import IsolatedTarget, resolve
+
+    t = resolve("ring-c")
+    try:
+        assert isinstance(t, IsolatedTarget) and t.traced
+        res = fuzz_target(t, CampaignConfig(seconds=30, max_examples=20, campaign_seed=5, save_seeds=False))
+        assert not res.failures and res.bulk_tokens >= bulk.BULK_TOKENS and res.bulk_seconds > 0
+    finally:
+        t.close()
+    rc = main(["fuzz", "--target", "ring-c", "--time", "5", "--max-examples", "20", "--seed", "5", "--plain",
+               "--seeds-dir", str(tmp_path / "s"), "--db", str(tmp_path / "db")])
+    out = capsys.readouterr().out
+    assert rc == 0 and f"bulk phase: ring-c: {res.bulk_tokens:,} tokens through ringkv_trace" in out, out
+
+
 def _available_targets():
     out = []
     for name in ("pyring", "ring-c", "cuda-index", "hf-dynamic", "hf-static", "decoder"):

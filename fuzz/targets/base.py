@@ -37,6 +37,9 @@ class Mismatch(AssertionError):
         where = "after reset" if op is None else f"after op #{index} ({op.text})"
         super().__init__(f"{target}: {where}: {detail}")
 
+    def __reduce__(self):  # the outcomes cross process boundaries (an isolated child's replies)
+        return rebuild, (type(self), (self.target, self.index, self.op, self.detail), {})
+
 
 #: Failure kinds, as reports and :class:`fuzz.results.Failure` name them.
 MISMATCH, CRASH, HARNESS = "mismatch", "crash", "harness"
@@ -56,6 +59,20 @@ class Crash(Exception):
                  "at the opening reset" if op is None else f"at op #{index} ({op.text})")
         super().__init__(f"{target}: {signal + ' ' if signal else ''}{where}: {detail}")
 
+    def __reduce__(self):
+        return rebuild, (type(self), (self.target, self.index, self.op, self.detail), {"signal": self.signal})
+
+
+def crash_from(target: str, index: int | None, op: Op | None, error: BaseException) -> Crash:
+    """The :class:`Crash` an exception the implementation raised at op ``index`` stands for (``-1``: the opening
+    reset; ``None``: not at an op of a case, e.g. in the bulk phase)."""
+    return Crash(target, index, op, f"raised {type(error).__name__}: {error}")
+
+
+def rebuild(cls: type, args: tuple, kwargs: dict) -> BaseException:
+    """``cls(*args, **kwargs)``: how the outcome exceptions are unpickled (their constructors take parts)."""
+    return cls(*args, **kwargs)
+
 
 class HarnessFault(Exception):
     """The harness failed, not the implementation: an example database that went away, an unwritable
@@ -64,6 +81,9 @@ class HarnessFault(Exception):
     def __init__(self, target: str, reason: str):
         self.target, self.reason = target, reason
         super().__init__(f"{target}: harness fault: {reason}")
+
+    def __reduce__(self):
+        return rebuild, (type(self), (self.target, self.reason), {})
 
 
 def failure_kind(error: BaseException) -> str:

@@ -32,7 +32,7 @@ import numpy as np
 
 from fuzz.ops import Case, Chunk, Op, Push, Reset
 from fuzz.oracle import PAYLOAD_WIDTH, SpecStream, check_dtype
-from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats, Target, TargetError
+from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats, Target, TargetError, crash_from
 from fuzz.targets.progress import OP
 from fuzz.targets.ring_errors import py_contract_for
 
@@ -269,11 +269,6 @@ class CacheTarget(Target):
         diff = compare_arrays(self._read(cache, i, op), spec.expected())
         if diff is not None:
             raise Mismatch(self.name, i, op, diff)
-
-
-def crash_from(name: str, i: int, op: Op | None, e: Exception) -> Crash:
-    """The :class:`Crash` an exception the implementation raised at op ``i`` (``-1``: the opening reset) stands for."""
-    return Crash(name, i, op, f"raised {type(e).__name__}: {e}")
 
 
 class AuditedCacheTarget(CacheTarget):

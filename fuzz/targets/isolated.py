@@ -38,7 +38,7 @@ from fuzz.ops import Case
 from fuzz.targets import registry
 from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats, Target, TargetError
 from fuzz.targets.isolated_child import recv_msg, send_msg
-from fuzz.targets.progress import IDLE, OP, SEQ, WORDS, running_op, trace_buffer
+from fuzz.targets.progress import DONE, IDLE, OP, POS, SEQ, WINDOW, WORDS, running_op, running_push, trace_buffer
 
 #: Built-in targets that run native code (C through cffi, CUDA kernels).
 NATIVE_BUILTINS = ("ring-c", "cuda-index", "cuda-ring", "cuda-decoder")
@@ -54,6 +54,8 @@ POLL_S = 0.1
 SPIN_S = 0.002
 #: The control socket: message boundaries kept (``SOCK_SEQPACKET`` also reports a peer that went away).
 CTRL_SOCKET = getattr(socket, "SOCK_SEQPACKET", socket.SOCK_DGRAM)
+#: The requests that run the target (numbered: the slot says which one it is running).
+SEQUENCED = ("run", "bulk", "probe")
 #: The child's stderr is kept up to this size between cases (the sanitizer report of a death is read from it).
 LOG_KEEP = 1 << 20
 
@@ -213,6 +215,36 @@ class IsolatedTarget(Target):
                 reject()
             raise ValueError(f"{self.name} does not take this case: {reply[1]}")
         raise HarnessFault(self.name, reply[1])
+
+    def bulk(self, config: CampaignConfig, campaign_seed: int) -> Any:
+        """The campaign's bulk streams (:func:`fuzz.targets.ring_bulk.run_bulk`) run in the child as one request,
+        unreduced; a death or a hang in it is a :class:`~fuzz.targets.ring_bulk.BulkCrash` at the push the
+        slot names, with the tokens checked before it."""
+        from fuzz.targets.ring_bulk import BulkPhase
+
+        reply = self._call(("bulk", None, config, campaign_seed))
+        if reply[0] == "bulk":
+            return reply[1]
+        if reply[0] == "bulk-crash":
+            error, done = self._bulk_crash(reply)
+            return BulkPhase(tokens=done, error=error)
+        return BulkPhase(error=HarnessFault(self.name, reply[1]))
+
+    def probe_trace(self, w: int, n: int) -> BaseException | None:
+        """One stream of ``n`` pushes at window ``w`` through a fresh ring in the child
+        (:func:`fuzz.targets.ring_bulk.probe_trace`); a death is a :class:`~fuzz.targets.ring_bulk.BulkCrash`."""
+        reply = self._call(("probe", None, w, n))
+        if reply[0] == "probe":
+            return reply[1]
+        if reply[0] == "bulk-crash":
+            return self._bulk_crash(reply)[0]
+        return HarnessFault(self.name, reply[1])
+
+    def _bulk_crash(self, reply: tuple) -> tuple[BaseException, int]:
+        from fuzz.targets.ring_bulk import BulkCrash
+
+        _, window, step, done, detail, sig = reply
+        return BulkCrash(self.name, window, step, detail, signal=sig), done + step
 
     def close(self) -> None:
         """Stop the runner and the fork server (idempotent; every view of the child stops with it)."""
@@ -429,9 +461,9 @@ class _Child:
         """Send ``msg`` to a runner configured with ``config`` and wait for its reply; a runner that dies or
         times out answering stands for a crash reply naming the op the slot shows."""
         runner = self._live_runner(config)
-        if msg[0] == "run":
+        if msg[0] in SEQUENCED:
             self._seq += 1
-            msg = ("run", self._seq, msg[2])
+            msg = (msg[0], self._seq, *msg[2:])
         mark = self._log_mark()
         try:
             runner.conn.send(msg)
@@ -448,7 +480,7 @@ class _Child:
         return reply
 
     def _await(self, runner: _Runner, msg: tuple, mark: int) -> tuple:
-        seq = msg[1] if msg[0] == "run" else None
+        seq = msg[1] if msg[0] in SEQUENCED else None
         slot, timeout = self._slot, self.op_timeout
         last, since = None, time.monotonic()
         if spin_until_readable(runner.poller, SPIN_S):
@@ -463,7 +495,7 @@ class _Child:
                 except (EOFError, OSError):
                     break
             now = time.monotonic()
-            cur = (slot[SEQ], slot[OP])
+            cur = (slot[SEQ], slot[OP], slot[POS])  # a bulk stream moves on segment by segment
             if cur != last:
                 last, since = cur, now
             elif now - since > timeout:
@@ -477,10 +509,12 @@ class _Child:
         """The reply a runner that died (or was killed on timeout) running ``msg`` stands for."""
         if not timed_out and (self._proc is None or self._proc.poll() is not None):
             return ("server-died",)
+        slot = self._slot
         index: int | None = None
         op = None
-        if seq is not None and self.publishes_ops and self._slot[SEQ] == seq and self._slot[OP] != IDLE:
-            index = running_op(self._slot, self._sums)
+        ours = seq is not None and slot[SEQ] == seq and slot[OP] != IDLE
+        if msg[0] == "run" and ours and self.publishes_ops:
+            index = running_op(slot, self._sums)
             ops = msg[2].ops
             op = ops[index] if 0 <= index < len(ops) else None
         log = self._log_since(mark)
@@ -494,6 +528,11 @@ class _Child:
                 detail = f"{report} ({detail})"
             elif log.strip() and (sig is None or sig == "SIGABRT"):
                 detail += ": " + log.strip().splitlines()[-1][:300]
+        if msg[0] in ("bulk", "probe"):  # the stream and the push the slot shows (the window: 0 before any)
+            if not ours:
+                return ("bulk-crash", None, 0, 0, detail, sig)
+            step = running_push(slot, self._sums, int(slot[POS]))
+            return ("bulk-crash", int(slot[WINDOW]) or None, step, int(slot[DONE]), detail, sig)
         if msg[0] != "run":
             return ("harness", f"the child died answering {msg[0]!r}: {detail}")
         return ("crash", index, op, detail, sig)

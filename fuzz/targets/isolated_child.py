@@ -26,7 +26,7 @@ import socket
 import sys
 from typing import Any
 
-from fuzz.targets.progress import IDLE, OP, RUN, SEQ, WORDS, running_op, trace_buffer
+from fuzz.targets.progress import DONE, IDLE, OP, POS, RUN, SEQ, WINDOW, WORDS, running_op, trace_buffer
 
 #: Largest control message (JSON) in bytes.
 CTRL_MAX = 1 << 16
@@ -100,7 +100,7 @@ def sanitized_ring_library():
 
 #: The attributes an isolated target copies from its child's target (those the target has): everything the
 #: campaign, the strategies, replay, the kill table and the bench read from a target besides its methods.
-FORWARDED = ("kind", "window_max", "max_tokens", "publishes_ops", "bad_kinds", "width", "dtype")
+FORWARDED = ("kind", "window_max", "max_tokens", "publishes_ops", "bad_kinds", "traced", "width", "dtype")
 
 
 def meta(target) -> dict[str, Any]:
@@ -135,7 +135,7 @@ def limit_memory(megabytes: int | None) -> None:
 
 
 def run_one(target, case, slot, opts: dict[str, Any], custom_accepts: bool) -> tuple:
-    """Run ``case``; the outcome as a plain tuple (the outcome exceptions do not pickle)."""
+    """Run ``case``; the outcome as a plain tuple (the supervisor raises it under its view's name)."""
     from fuzz.targets.base import Crash, HarnessFault, Mismatch
 
     def op_at() -> tuple[int | None, Any]:
@@ -168,6 +168,23 @@ def run_one(target, case, slot, opts: dict[str, Any], custom_accepts: bool) -> t
         return ("crash", *op_at(), f"raised {type(e).__name__}: {e}", None)
 
 
+def bulk_one(target, msg: tuple, slot) -> tuple:
+    """A bulk request: ``("bulk", seq, config, campaign_seed)`` runs the campaign's bulk streams
+    (``target.bulk``, unreduced: the supervisor reduces a failure in fresh runners); ``("probe", seq, w, n)``
+    runs one stream (``target.probe_trace``). The slot says which stream, segment and push is running."""
+    from fuzz.targets.base import HarnessFault
+
+    slot[POS], slot[WINDOW], slot[DONE] = 0, 0, 0
+    try:
+        if msg[0] == "bulk":
+            return ("bulk", target.bulk(msg[2], msg[3]))
+        return ("probe", target.probe_trace(msg[2], msg[3]))
+    except HarnessFault as e:
+        return ("harness", e.reason)
+    except Exception as e:  # noqa: BLE001 - the streams catch the ring's own failures: this is the harness's
+        return ("harness", f"{type(e).__name__} in the bulk phase: {e}")
+
+
 def runner(fd: int, target, spec: str, opts: dict[str, Any], slot, config: dict[str, Any] | None = None) -> int:
     """A forked runner: build the target if the fork server has not, configure it with ``config`` (the
     campaign's, from the fork request), say hello (its metadata), then run cases until the supervisor hangs up."""
@@ -191,10 +208,10 @@ def runner(fd: int, target, spec: str, opts: dict[str, Any], slot, config: dict[
             msg = conn.recv()
         except (EOFError, OSError):
             return 0
-        if msg[0] == "run":
-            _, seq, case = msg
-            slot[SEQ], slot[OP], slot[RUN] = seq, -1, 0
-            reply = run_one(target, case, slot, opts, custom_accepts)
+        if msg[0] in ("run", "bulk", "probe"):
+            slot[SEQ], slot[OP], slot[RUN] = msg[1], -1, 0
+            reply = run_one(target, msg[2], slot, opts, custom_accepts) if msg[0] == "run" else \
+                bulk_one(target, msg, slot)
             slot[OP] = IDLE
         elif msg[0] == "accepts":
             reply = ("accepts", target.accepts(msg[1]))

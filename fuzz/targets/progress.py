@@ -50,8 +50,13 @@ def pushes_written(sums: np.ndarray, m: int) -> int:
     return int(unwritten[0]) if unwritten.size else m
 
 
+def running_push(slot, sums: np.ndarray, first: int) -> int:
+    """``first`` (the op or position a trace started at), plus, while a trace of ``slot[RUN]`` pushes is in
+    progress, the pushes that wrote their checksum into ``sums``: the push that was running."""
+    run = int(slot[RUN])
+    return first + min(pushes_written(sums, run), run - 1) if run > 0 else first
+
+
 def running_op(slot, sums: np.ndarray) -> int:
-    """The index of the op ``slot`` says was running: ``slot[OP]``, or inside a trace of ``slot[RUN]`` pushes
-    from there, the push whose checksum is missing from ``sums``."""
-    index, run = int(slot[OP]), int(slot[RUN])
-    return index + min(pushes_written(sums, run), run - 1) if run > 0 else index
+    """The index of the op ``slot`` says was running (a push inside a traced run of pushes included)."""
+    return running_push(slot, sums, int(slot[OP]))

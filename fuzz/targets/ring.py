@@ -17,10 +17,10 @@ from typing import Any
 
 from fuzz.ops import Push
 from fuzz.oracle import PAYLOAD_WIDTH, SpecStream
-from fuzz.targets.base import Mismatch, Target, TargetError
-from fuzz.targets.cache import CacheTarget, crash_from
+from fuzz.targets.base import Mismatch, Target, TargetError, crash_from
+from fuzz.targets.cache import CacheTarget
 from fuzz.targets.progress import OP, RUN
-from fuzz.targets.ring_bulk import TraceRaised, check_traced_pushes, spec_checksum
+from fuzz.targets.ring_bulk import BulkPhase, TraceRaised, check_traced_pushes, probe_trace, run_bulk, spec_checksum
 from fuzz.targets.ring_errors import CContract
 
 
@@ -42,6 +42,14 @@ class CRingTarget(CacheTarget):
         from impl.ring import CRing
 
         return CRing(self.width, backend=self.backend)
+
+    def bulk(self, config: Any, campaign_seed: int) -> BulkPhase:
+        """The campaign's bulk streams through this library, unreduced (:func:`fuzz.targets.ring_bulk.run_bulk`)."""
+        return run_bulk(self, config, campaign_seed)
+
+    def probe_trace(self, w: int, n: int) -> BaseException | None:
+        """How ``n`` pushes at window ``w`` fail through the trace, or ``None`` (:func:`~fuzz.targets.ring_bulk.probe_trace`)."""
+        return probe_trace(self, w, n)
 
     def _push_run(self, raw: Any, cache: Any, spec: SpecStream, ops: tuple, a: int, stats: Any) -> int:
         """Pushes ``a .. b-1`` (the run after a push) through ``ringkv_trace``, every step checked. Supervised,

@@ -28,8 +28,10 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from fuzz.ops import Case, Chunk, Push
 from fuzz.oracle import SpecStream, history_table, payloads
-from fuzz.targets.progress import UNWRITTEN, pushes_written
+from fuzz.targets.base import HARNESS, Crash, HarnessFault, rebuild, crash_from, failure_kind
+from fuzz.targets.progress import DONE, OP, POS, RUN, UNWRITTEN, WINDOW, pushes_written
 from pyspec.bulk import PAD, window_positions, window_rows
 
 K1 = np.uint64(0x9E3779B97F4A7C15)
@@ -274,7 +276,8 @@ SEGMENT = 16384  # tokens whose payloads and checksums numpy computes at once
 
 
 def check_trace(w: int, n: int, *, width: int = 16, epoch: int = 0, ring=None,
-                segments: Iterable[int] | None = None, backend=None, dtype: str = "float32") -> BulkResult:
+                segments: Iterable[int] | None = None, backend=None, dtype: str = "float32",
+                slot=None, shared: np.ndarray | None = None) -> BulkResult:
     """Push ``n`` entries through a ring of window ``w``, checking the window and checksum after
     every push; the full contents (positions and payloads) are compared after the last push.
 
@@ -283,6 +286,10 @@ def check_trace(w: int, n: int, *, width: int = 16, epoch: int = 0, ring=None,
     ``CRing`` (it is reset to ``w``); ``backend``: any ``ringkv.h`` library
     (:func:`impl.ring.load_library`) for a new one. Raises :class:`BulkMismatch` at the first
     disagreement.
+
+    Supervised (:mod:`fuzz.targets.progress`), ``slot`` gets the window and each segment's first
+    position and length, and the segment's checksums are written into ``shared``, so the supervisor
+    can name the push a death or a hang happened at.
     """
     from impl.ring import CRing, E_RANGE, CountError
 
@@ -295,6 +302,8 @@ def check_trace(w: int, n: int, *, width: int = 16, epoch: int = 0, ring=None,
     if sum(segments) != n or any(s < 0 for s in segments):
         raise CountError(f"segments {segments[:8]} must be >= 0 and sum to n={n}", E_RANGE, "check_trace")
     ring.reset(w)
+    if slot is not None:
+        slot[WINDOW] = w
     per_call = rows_per_call(w)
     exp = _Expect(w, per_call)
     ffi, lib, handle = ring.c_handle()
@@ -305,7 +314,12 @@ def check_trace(w: int, n: int, *, width: int = 16, epoch: int = 0, ring=None,
     for m in segments:
         keys, vals = payloads(epoch, np.arange(a, a + m, dtype=np.int64), width, dtype)
         want = exp.checksums(entry_hashes(keys, vals), a)
-        sums = np.empty(m, dtype=np.uint64)
+        tracked = shared is not None and m <= shared.shape[0]
+        sums = shared[:m] if tracked else np.empty(m, dtype=np.uint64)
+        if tracked:
+            sums[:] = UNWRITTEN
+        if slot is not None:  # the segment's positions a .. a + m - 1; with its checksums shared when tracked
+            slot[POS], slot[RUN] = a, m if tracked else 0
         kp = ffi.cast("float *", keys.ctypes.data)
         vp = ffi.cast("float *", vals.ctypes.data)
         sp = ffi.cast("uint64_t *", sums.ctypes.data)
@@ -357,13 +371,28 @@ PUSH_SEED_LIMIT = 1 << 20
 @dataclass
 class BulkPhase:
     """What a campaign's bulk phase checked: ``streams`` as ``(window, tokens)``, and the failure
-    (the error and the reduced case) if one stream disagreed."""
+    (the error and the reduced case) if one stream failed; ``stream`` is that stream."""
 
     tokens: int = 0
     seconds: float = 0.0
     streams: list[tuple[int, int]] = field(default_factory=list)
     error: BaseException | None = None
     case: Any = None
+    stream: tuple[int, int] | None = None
+
+
+class BulkCrash(Crash):
+    """The ring died, aborted or hung in a supervised child during a bulk stream of window ``window``
+    (``None``: before the first stream), at the push of position ``step``."""
+
+    def __init__(self, target: str, window: int | None, step: int, detail: str, *, signal: str | None = None):
+        super().__init__(target, None, None, detail, signal=signal)
+        self.window, self.step = window, step
+        where = "before its first stream" if window is None else f"at the push of position {step} (W={window})"
+        self.args = (f"{target}: {signal + ' ' if signal else ''}in the bulk phase, {where}: {detail}",)
+
+    def __reduce__(self):
+        return rebuild, (type(self), (self.target, self.window, self.step, self.detail), {"signal": self.signal})
 
 
 def bulk_streams(window_max: int, rng: random.Random, *, long: bool = False,
@@ -400,28 +429,32 @@ def _segments(w: int, n: int, rng: random.Random) -> list[int]:
     return cuts
 
 
-def bulk_phase(target: Any, config: Any, campaign_seed: int) -> BulkPhase | None:
-    """The bulk phase of a campaign of ``target`` (``None`` for a target without ``ringkv_trace``):
-    :func:`bulk_streams` through one ring (a reset between streams), every step checked by
-    :func:`check_trace`; the first failure is reduced by :func:`reduce_bulk_failure`."""
-    if not getattr(target, "traced", False):
-        return None
+def run_bulk(target: Any, config: Any, campaign_seed: int) -> BulkPhase:
+    """The bulk streams of a campaign (:func:`bulk_streams`) through one ring of ``target`` (a reset between
+    streams), every step checked by :func:`check_trace`; unreduced: the first failure is ``error`` (a
+    :class:`BulkMismatch` naming window and step, or what the stream raised, as a finding) and ``stream``.
+    Supervised, ``target.op_slot`` says which stream, segment and push is running."""
     rng = random.Random(campaign_seed * 0x9E3779B1 + 0xB01C)
     wmax = min(config.window_max, target.window_max or config.window_max)
     out = BulkPhase()
-    ring = target.new_cache()
+    slot, shared = target.op_slot, target.trace_sums
+    try:
+        ring = target.new_cache()
+    except Exception as e:  # noqa: BLE001
+        raise HarnessFault(target.name, f"cannot build the cache: {type(e).__name__}: {e}") from e
     start = time.perf_counter()
     for epoch, (w, n) in enumerate(bulk_streams(wmax, rng, long=getattr(config, "long", False))):
+        if slot is not None:
+            slot[OP], slot[DONE] = epoch, out.tokens
         try:
-            check_trace(w, n, ring=ring, epoch=epoch, segments=_segments(w, n, rng), dtype=target.dtype)
+            check_trace(w, n, ring=ring, epoch=epoch, segments=_segments(w, n, rng), dtype=target.dtype,
+                        slot=slot, shared=shared)
         except BulkMismatch as e:
             out.tokens += e.step or 0
-            out.error, out.case = reduce_bulk_failure(target, e)
+            out.error, out.stream = e, (w, n)
             break
         except Exception as e:  # noqa: BLE001 - a status error on a valid call: the stream is the case
-            from fuzz.ops import Case, Push
-
-            out.error, out.case = e, Case(w, (Push(),) * min(n, PUSH_SEED_LIMIT))
+            out.error, out.stream = crash_from(target.name, None, None, e), (w, n)
             break
         out.tokens += n
         out.streams.append((w, n))
@@ -429,33 +462,66 @@ def bulk_phase(target: Any, config: Any, campaign_seed: int) -> BulkPhase | None
     return out
 
 
-def reduce_bulk_failure(target: Any, error: BulkMismatch) -> tuple[BaseException, Any]:
-    """An ordinary op list that fails like the bulk stream did, as small as it can be made:
-    ``push x (t + 1)`` for the earliest failing step ``t`` at the smallest window that fails
-    (tried with fresh rings, stream epoch 0: what a case's first stream pushes), then, when
-    it is shorter, ``chunk:(t - 1) push push`` (the chunk fills the ring, the two pushes reach the
-    failing step through ``ringkv_push`` and ``ringkv_trace``). The op list is run through the
-    target's op loop, and its own error is returned with it; if no op list reproduces the
-    failure (the trace disagreed only after a long history of its own), the bulk error is
-    returned with ``push x (t + 1)``, which is still what the stream pushed. Past
-    :data:`PUSH_SEED_LIMIT` tokens the compact form is returned unconfirmed."""
-    from fuzz.ops import Case, Chunk, Push
+def probe_trace(target: Any, w: int, n: int) -> BaseException | None:
+    """How ``n`` pushes into a fresh ring of ``target`` at window ``w`` fail through the trace (a
+    :class:`BulkMismatch`, or what the stream raised, as a finding), or ``None`` when every step agrees."""
+    try:
+        check_trace(w, n, ring=target.new_cache(), dtype=target.dtype, slot=target.op_slot,
+                    shared=target.trace_sums)
+    except BulkMismatch as e:
+        return e
+    except Exception as e:  # noqa: BLE001
+        return crash_from(target.name, None, None, e)
+    return None
 
+
+def bulk_phase(target: Any, config: Any, campaign_seed: int) -> BulkPhase | None:
+    """The bulk phase of a campaign of ``target`` (``None`` for a target without ``ringkv_trace``):
+    ``target.bulk`` runs the streams (:func:`run_bulk`; an isolated target runs them in its child,
+    where a death becomes a :class:`BulkCrash` naming window and step), then the first failure is
+    reduced by :func:`reduce_bulk_failure` to an ordinary op list. ``seconds`` counts both."""
+    if not getattr(target, "traced", False):
+        return None
+    start = time.perf_counter()
+    out = target.bulk(config, campaign_seed)
+    e = out.error
+    if e is not None and failure_kind(e) != HARNESS:
+        if getattr(e, "window", None) is not None and getattr(e, "step", None) is not None:
+            out.error, out.case = reduce_bulk_failure(target, e)
+        elif out.stream is not None:
+            w, n = out.stream
+            out.case = Case(w, (Push(),) * min(n, PUSH_SEED_LIMIT))
+        else:  # died before its first stream: the smallest stream is the case
+            out.case = Case(1, (Push(),))
+    out.seconds = time.perf_counter() - start
+    return out
+
+
+def reduce_bulk_failure(target: Any, error: BulkMismatch | BulkCrash) -> tuple[BaseException, Any]:
+    """An ordinary op list that fails like the bulk stream did, as small as it can be made:
+    ``push x (t + 1)`` for the earliest failing step ``t`` at the smallest window that fails the
+    same way (tried with fresh rings through ``target.probe_trace``, stream epoch 0: what a case's
+    first stream pushes; a crash only by a crash), then, when it is shorter, ``chunk:(t - 1) push
+    push`` (the chunk fills the ring, the two pushes reach the failing step through ``ringkv_push``
+    and ``ringkv_trace``). The op list is run through the target's op loop, and its own error is
+    returned with it; if no op list reproduces the failure (the trace disagreed only after a long
+    history of its own), the bulk error is returned with ``push x (t + 1)``, which is still what the
+    stream pushed. Past :data:`PUSH_SEED_LIMIT` tokens the compact form is returned unconfirmed."""
     w, t = error.window, error.step
     if w is None or t is None:
         raise error
+    kind = failure_kind(error)
     best_w, best_t = w, t
     budget = 16 * (t + 1) + 1_000_000
     for cand in range(1, w):
         if budget <= 0:
             break
         budget -= t + 1
-        try:
-            check_trace(cand, t + 1, ring=target.new_cache(), dtype=target.dtype)
-        except BulkMismatch as e:
-            if e.window == cand and e.step is not None:
-                best_w, best_t = cand, e.step
-                break
+        e = target.probe_trace(cand, t + 1)
+        if e is not None and failure_kind(e) == kind and getattr(e, "window", None) == cand \
+                and getattr(e, "step", None) is not None:
+            best_w, best_t = cand, e.step
+            break
     if best_t + 1 > PUSH_SEED_LIMIT:  # only --long gets here: an op list that long is not run in memory
         return error, Case(best_w, (Chunk(best_t - 1), Push(), Push()))
     candidates = []
@@ -466,5 +532,6 @@ def reduce_bulk_failure(target: Any, error: BulkMismatch) -> tuple[BaseException
         try:
             target.run(case)
         except Exception as e:  # noqa: BLE001 - whatever the op loop raises is this case's finding
-            return e, case
+            if failure_kind(e) != HARNESS:
+                return e, case
     return error, candidates[-1]

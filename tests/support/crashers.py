@@ -17,11 +17,13 @@ from pathlib import Path
 from fuzz.targets.pyring import PyRing
 from tests.support.caches import ReadsFromSlotZero, ReadsFromSlotZeroWhenWide
 
-#: The one line of ``csrc/ringkv.c`` the C crashers edit (``write_slot``: every push and chunk goes through it).
+#: The line of ``csrc/ringkv.c`` the C crashers edit (``write_slot``: every push and chunk goes through it).
 SLOT_WRITE = "  r->pos[s] = pos;"
-#: What replaces it: ``{body}`` runs when ``{when}`` holds (by default: position 5 is written into a ring of window 3).
-EDIT = "  if ({when}) {{ {body} }}\n  r->pos[s] = pos;"
-#: The default trigger of :data:`EDIT`.
+#: ... or, for a crash that only the trace reaches, the first line of ``ringkv_trace``'s step (``p``: the position).
+TRACE_STEP = "    const int64_t s = rkv_slot(p, w);"
+#: What is inserted before that line: ``{body}`` runs when ``{when}`` holds.
+EDIT = "  if ({when}) {{ {body} }}\n"
+#: The default trigger of :data:`EDIT`: position 5 is written into a ring of window 3.
 WHEN = "pos == 5 && r->w == 3"
 BODIES = {
     "segv": "*(volatile int *)0 = 1;",
@@ -32,16 +34,16 @@ BODIES = {
 }
 
 
-def c_crasher(kind: str, dest: Path, *, sanitize: bool = False, when: str = WHEN) -> Path:
-    """``csrc/ringkv.c`` compiled into ``dest`` with :data:`BODIES` ``[kind]`` run before the slot write
-    whenever ``when`` holds (C over ``pos``, the position written, and ``r``, the ring; default: position 5
-    at window 3)."""
+def c_crasher(kind: str, dest: Path, *, sanitize: bool = False, when: str = WHEN, line: str = SLOT_WRITE) -> Path:
+    """``csrc/ringkv.c`` compiled into ``dest`` with :data:`BODIES` ``[kind]`` run before ``line`` whenever
+    ``when`` holds (C over ``r``, the ring, and at :data:`SLOT_WRITE` ``pos``, the position written, at
+    :data:`TRACE_STEP` ``p``, the position the trace pushes; default: position 5 at window 3)."""
     import pytest
 
     from impl._ring_build import NoCompiler, compile_ring_library
 
     try:
-        return compile_ring_library(dest, replace=(SLOT_WRITE, EDIT.format(when=when, body=BODIES[kind])),
+        return compile_ring_library(dest, replace=(line, EDIT.format(when=when, body=BODIES[kind]) + line),
                                     sanitize=sanitize)
     except NoCompiler as e:
         pytest.skip(str(e))
