@@ -12,7 +12,9 @@ or, once, in the project's pytest configuration (``[tool.pytest.ini_options]``):
     kvwindow_seeds = "kvwindow-seeds"
 
 Each (seed, target) pair is its own test item, ``kvwindow-seeds/<id>.json::<id>[<target>]``,
-so a failure names the seed and ``-k <id>`` selects it. A seed the target cannot
+so a failure names the seed and ``-k <id>`` selects it. Targets resolve as ``kvwindow fuzz``
+resolves them: a native one runs in a supervised child (:mod:`fuzz.targets.isolated`), so a seed
+that crashes it fails its own item, naming the signal and the op. A seed the target cannot
 take is skipped with the reason; a malformed seed file fails, naming the file.
 ``--kvwindow-width`` / ``--kvwindow-dtype`` (ini ``kvwindow_width`` / ``kvwindow_dtype``)
 replay with the payloads of a ``kvwindow fuzz --width N --dtype D`` campaign.
@@ -106,22 +108,54 @@ class _Settings:
 
     def targets(self) -> list[Any]:
         if self._targets is None:
-            self._targets = [resolve_target(spec, self.width, self.dtype) for spec in self.specs]
+            built: list[Any] = []
+            try:
+                for spec in self.specs:
+                    built.append(resolve_target(spec, self.width, self.dtype))
+            except BaseException:
+                close_targets(built)
+                raise
+            self._targets = built
         return self._targets
 
 
 def resolve_target(spec: Any, width: int = 4, dtype: str = "float32") -> Any:
-    """A ``--target`` value as a target configured with the payloads; a bad one is a usage error."""
+    """A ``--target`` value as a target configured with the payloads; a bad one is a usage error.
+
+    Resolved as ``kvwindow fuzz`` and ``kvwindow replay`` resolve it (:func:`fuzz.targets.isolated.resolve`):
+    a native target (``c:``, ``ring-c``, the C mutants, CUDA) runs in a supervised child, so a seed that
+    crashes it fails its own test item instead of killing pytest; :func:`close_targets` stops the child."""
     from fuzz.config import CampaignConfig
-    from fuzz.targets import registry
+    from fuzz.targets import isolated
     from fuzz.targets.base import Target, TargetError
 
+    config = CampaignConfig(width=width, dtype=dtype)
     if isinstance(spec, Target):
-        return spec.configured(CampaignConfig(width=width, dtype=dtype))
+        return spec.configured(config)
     try:
-        return registry.resolve(spec).configured(CampaignConfig(width=width, dtype=dtype))
+        target = isolated.resolve(spec, config)
     except (TargetError, ValueError) as e:
         raise pytest.UsageError(f"kvwindow: {e}") from e
+    try:
+        return target.configured(config)
+    except (TargetError, ValueError) as e:
+        isolated.close(target)
+        raise pytest.UsageError(f"kvwindow: {e}") from e
+
+
+def close_targets(targets: list[Any]) -> None:
+    """Stop the child processes of the targets :func:`resolve_target` built."""
+    from fuzz.targets import isolated
+
+    for t in targets:
+        isolated.close(t)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    settings = config.stash.get(_SETTINGS, None)
+    if settings is not None and settings._targets:
+        close_targets(settings._targets)
+        settings._targets = None
 
 
 # ---------------------------------------------------------------------------
@@ -188,14 +222,20 @@ class SeedItem(pytest.Item):
 
 
 def _replay(case: Any, target: Any, what: str, hint: str | None = None) -> None:
-    """Run ``case`` on ``target``: skip with the reason if it cannot take it, fail with the difference."""
+    """Run ``case`` on ``target``: skip with the reason if it cannot take it, fail with the difference (a
+    mismatch), the death or the exception (a crash: the signal is named), or the harness fault that kept
+    it from running."""
+    from fuzz.targets.base import HARNESS, failure_kind
+
     why = target.accepts(case)
     if why is not None:
         pytest.skip(f"{what} cannot run on {target.name}: {why}")
     try:
         target.run(case)
     except Exception as e:  # noqa: BLE001 - any failure of the target is the finding
-        raise SeedFailure(f"{what} fails on {target.name}: {type(e).__name__}: {e}\n  case: {case}"
+        verb = "could not be replayed (a harness fault, not a finding) on" if failure_kind(e) == HARNESS \
+            else "fails on"
+        raise SeedFailure(f"{what} {verb} {target.name}: {type(e).__name__}: {e}\n  case: {case}"
                           + (f"\n  replay: {hint}" if hint else "")) from None
 
 
@@ -231,6 +271,7 @@ def kvwindow_replay(request: pytest.FixtureRequest):
     def replay(case: Any = None, *, window: int | None = None, target: Any = None) -> None:
         from fuzz.ops import Case
         from fuzz.seeds import Seed, load_seed
+        from fuzz.targets.base import Target
 
         if case is None:
             if pinned is None:
@@ -242,14 +283,16 @@ def kvwindow_replay(request: pytest.FixtureRequest):
             case = load_seed(case).case
         elif isinstance(case, str):
             case = Case.parse(window, case)
-        if target is not None:
-            targets = [resolve_target(target, settings.width, settings.dtype)]
-        else:
-            targets = settings.targets()
+        own = [resolve_target(target, settings.width, settings.dtype)] if target is not None else []
+        targets = own or settings.targets()
         if not targets:
             raise pytest.UsageError("kvwindow_replay: no target (pass --kvwindow-target, set kvwindow_target, "
                                     "or call kvwindow_replay(target=...))")
-        for t in targets:
-            _replay(case, t, f"case {case.id} ({case})")
+        try:
+            for t in targets:
+                _replay(case, t, f"case {case.id} ({case})")
+        finally:
+            if not isinstance(target, Target):  # built here: its child stops here
+                close_targets(own)
 
     return replay

@@ -118,6 +118,37 @@ def test_explicit(kvwindow_replay):
                              consecutive=False)
 
 
+@pytest.fixture(scope="module")
+def segv_lib(tmp_path_factory):
+    from tests.support.crashers import c_crasher
+
+    return c_crasher("segv", tmp_path_factory.mktemp("plugin") / "libsegv.so")
+
+
+def test_a_seed_that_crashes_a_native_target_fails_its_own_item_naming_the_signal(pytester, segv_lib):
+    """The plugin resolves targets as the CLI does: a c: library runs in a supervised child, so its death is
+    one failing item (pytest itself runs on: the other seed passes, the report is complete)."""
+    crash, fine = Case.parse(3, "push push push push push push push"), Case.parse(2, "push push push push push")
+    ids = _project(pytester, "unused_module", "", [crash, fine])
+    result = pytester.runpytest_subprocess("--kvwindow-target", f"c:{segv_lib}", "--kvwindow-seeds",
+                                           "kvwindow-seeds", "-v")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([f"*{ids[1]}[[]c:{segv_lib}[]] PASSED*",
+                                 f"*seed {ids[0]} (*{ids[0]}.json) fails on c:{segv_lib}: Crash: *"
+                                 f"SIGSEGV at op #5 (push)*",
+                                 f"*replay: kvwindow replay *{ids[0]}.json --target c:{segv_lib}"], consecutive=False)
+    pytester.makepyfile(test_pinned=f'''
+import kvwindow
+
+@kvwindow.example(window=3, ops="chunk:5 push")
+def test_pinned(kvwindow_replay):
+    kvwindow_replay(target="c:{segv_lib}")
+''')
+    pinned = pytester.runpytest_subprocess("test_pinned.py")
+    pinned.assert_outcomes(failed=1)
+    pinned.stdout.fnmatch_lines(["*fails on c:*: Crash: *SIGSEGV at op #1 (push)*"])
+
+
 def test_bad_configuration_is_a_usage_error(pytester):
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     result = pytester.runpytest("--kvwindow-target", "py:nowhere_module:Ring", "--kvwindow-seeds", ".")
