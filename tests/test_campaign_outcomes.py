@@ -37,13 +37,25 @@ def fuzz(capsys, tmp_path, *argv, time_s="8"):
     return rc, out, err, json.loads(rep.read_text())
 
 
-def test_a_class_that_cannot_be_built_is_a_harness_fault_not_a_seed(tmp_path, capsys):
-    rc, out, err, doc = fuzz(capsys, tmp_path, "--target", CRASHERS + "NeedsArgs", time_s="3")
+def test_a_class_that_cannot_be_built_is_a_usage_error_and_nothing_is_saved(tmp_path, capsys):
+    """DESIGN §4: the class is built once when the target resolves; one that needs arguments fails there."""
+    rc, out, err = run(capsys, "fuzz", "--target", CRASHERS + "NeedsArgs", "--time", "3", "--plain",
+                       "--report", str(tmp_path / "r.json"), "--seeds-dir", str(tmp_path / "s"),
+                       "--db", str(tmp_path / "db"))
+    assert rc == 2 and "NeedsArgs() failed: TypeError" in err and "missing 1 required positional argument" in err
+    assert "FAILED" not in out and not (tmp_path / "s").exists() and not (tmp_path / "r.json").exists()
+
+
+def test_a_cache_that_cannot_be_built_mid_campaign_is_a_harness_fault_not_a_seed(tmp_path, capsys):
+    from tests.support import crashers
+
+    crashers.BuildsOnce.built = 0
+    rc, out, err, doc = fuzz(capsys, tmp_path, "--target", CRASHERS + "BuildsOnce", time_s="3")
     assert rc == 3, out + err
-    assert "HARNESS FAULT" in out and "cannot build the cache: TypeError" in out and "FAILED" not in out
+    assert "HARNESS FAULT" in out and "cannot build the cache: OSError" in out and "FAILED" not in out
     assert not (tmp_path / "s").exists() or not list((tmp_path / "s").iterdir())
     assert doc["exit_code"] == 3 and doc["failures"] == [] and doc["totals"]["harness_faults"] == 1
-    assert "missing 1 required positional argument" in doc["harness_faults"][0]["reason"]
+    assert "Too many open files" in doc["harness_faults"][0]["reason"]
 
 
 def test_the_harness_failing_mid_case_is_a_fault(tmp_path, monkeypatch):

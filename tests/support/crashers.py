@@ -69,6 +69,19 @@ class NeedsArgs(PyRing):
         super().__init__()
 
 
+class BuildsOnce(PyRing):
+    """Builds once (when the target is resolved), then its constructor fails: the harness cannot build the
+    cache under test, which is a harness fault, never a seed. ``built`` counts the builds (reset it first)."""
+
+    built = 0
+
+    def __init__(self):
+        BuildsOnce.built += 1
+        if BuildsOnce.built > 1:
+            raise OSError(24, "Too many open files")
+        super().__init__()
+
+
 class Hog(PyRing):
     """Allocates 2 GiB when position 5 is pushed into a window of 3."""
 
