@@ -19,6 +19,11 @@ stop request (Ctrl-C, SIGTERM), it is cut short and the smallest failing case
 seen so far is the one saved. Nothing found is dropped: the smallest failing case
 is tracked from the first failure on (and published as ``pending`` with the
 progress, so a parent can save it if this process dies).
+
+The long tour (:func:`fuzz.strategies.long_tour`, 70 001 tokens) is one example that the
+budget cannot cut short, so it runs only when, at the fastest rate the target has shown
+in this campaign, it would end within the budget and its slack; otherwise it is skipped
+and a warning says so (a cache that costs milliseconds per entry would need minutes).
 """
 
 from __future__ import annotations
@@ -37,11 +42,13 @@ from fuzz.config import CampaignConfig
 from fuzz.ops import Case, Chunk, Push, Reset
 from fuzz.replay import replay_hint
 from fuzz.results import Failure, TargetResult
-from fuzz.strategies import boundary_tours, cases, uniform_cases
+from fuzz.strategies import boundary_tours, cases, long_tour, uniform_cases
 from fuzz.targets.base import HARNESS, Target, failure_kind
 from fuzz.targets.ring_bulk import bulk_phase
 
 BATCH = 100
+#: How a campaign's warnings say the long tour did not run (:mod:`fuzz.bench.throughput` reads it).
+LONG_TOUR_SKIPPED = "long tour skipped"
 
 
 def slack(seconds: float) -> float:
@@ -104,10 +111,12 @@ def fuzz_target(
     else:  # the boundary-biased strategies, starting from the boundary tours (first batch only)
         strat = cases(wmax, max_tokens=target.max_tokens, start_window=start_window, bad=target.bad_kinds)
         tours = [c for c in boundary_tours(wmax, target.max_tokens, target.bad_kinds) if target.accepts(c) is None]
+    long = long_tour(wmax)
     start = time.monotonic()
     hard = start + seconds + slack(seconds) if deadline is None else deadline
     best: list[_Found] = []  # [smallest failing case so far], once something failed
     fault: list[BaseException] = []
+    fastest = [0.0]  # tokens/s of the fastest example so far
 
     def stopping() -> bool:
         return stop is not None and stop()
@@ -138,6 +147,12 @@ def fuzz_target(
         elif now - start >= seconds or now >= hard or (max_examples is not None and res.examples >= max_examples) \
                 or stopping():
             raise _Stop()
+        if case == long and fastest[0] and now + case.tokens / fastest[0] > hard:
+            res.warnings.append(f"{LONG_TOUR_SKIPPED}: its {case.tokens:,} tokens at the fastest rate this target "
+                                f"ran ({fastest[0]:,.0f} tokens/s) would take ~{case.tokens / fastest[0]:,.0f} s, past "
+                                "the time budget and its slack; give it more --time to cross 2**15, 2**16 and 70 000")
+            return
+        began = time.perf_counter()
         try:
             stats = target.run(case)
         except UnsatisfiedAssumption:  # the target left the case out (Hypothesis's reject()): not a failure
@@ -153,6 +168,9 @@ def fuzz_target(
             except AttributeError:
                 pass
             raise
+        took = time.perf_counter() - began
+        if stats.tokens and took > 0:
+            fastest[0] = max(fastest[0], stats.tokens / took)
         res.examples += 1
         res.tokens += stats.tokens
         for p in stats.phases:

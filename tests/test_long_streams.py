@@ -120,6 +120,21 @@ def test_the_isolated_ring_c_runs_the_bulk_phase_in_its_child_and_the_summary_sa
     assert rc == 0 and f"bulk phase: ring-c: {res.bulk_tokens:,} tokens through ringkv_trace" in out, out
 
 
+def test_the_long_tour_runs_only_when_the_target_can_end_it_within_the_budget(tmp_path):
+    """The time budget holds (issue 13) and fast targets still cross 2**15, 2**16 and 70 000 (issue 14)."""
+    from fuzz.campaign import LONG_TOUR_SKIPPED, slack
+    from fuzz.targets.cache import CacheTarget
+    from tests.support.crashers import SlowRing
+
+    cfg = CampaignConfig(seconds=3, campaign_seed=1, save_seeds=False)
+    slow = fuzz_target(CacheTarget("slow", SlowRing), cfg)
+    assert not slow.failures and slow.seconds <= 3 + slack(3) + 1, slow.seconds
+    (warning,) = [w for w in slow.warnings if w.startswith(LONG_TOUR_SKIPPED)]
+    assert "tokens/s" in warning and slow.tokens < 70_001
+    fast = fuzz_target(registry.resolve("pyring"), cfg)
+    assert not fast.warnings and fast.tokens >= 70_001
+
+
 def _available_targets():
     out = []
     for name in ("pyring", "ring-c", "cuda-index", "hf-dynamic", "hf-static", "decoder"):

@@ -22,7 +22,7 @@ def measure_campaign(target: Target, window: int, seconds: float, campaign_seed:
     ``tokens`` leave out the long tour's (one explicit stream of 70 001 tokens per campaign, nearly all
     of them in three chunks: counted, they would swamp a short measurement); its time stays in
     ``seconds``, as does the bulk phase's (``bulk_tokens``, never in ``tokens``)."""
-    from fuzz.campaign import fuzz_target
+    from fuzz.campaign import LONG_TOUR_SKIPPED, fuzz_target
     from fuzz.strategies import boundary_tours, long_tour
 
     config = CampaignConfig(seconds=seconds, window_max=window, start_window=window, campaign_seed=campaign_seed,
@@ -34,7 +34,8 @@ def measure_campaign(target: Target, window: int, seconds: float, campaign_seed:
         raise RuntimeError(f"{target.name}: a harness fault during the benchmark: {r.faults[0]}")
     tours = [c for c in boundary_tours(window, target.max_tokens, target.bad_kinds) if target.accepts(c) is None]
     tour = long_tour(window)
-    long = tour.tokens if tour in tours and r.examples >= tours.index(tour) + 1 else 0
+    ran = not any(w.startswith(LONG_TOUR_SKIPPED) for w in r.warnings)
+    long = tour.tokens if ran and tour in tours and r.examples >= tours.index(tour) + 1 else 0
     tokens = r.tokens - long
     return {"examples": r.examples, "tokens": tokens, "long_tour_tokens": long, "bulk_tokens": r.bulk_tokens,
             "seconds": r.seconds, "phases": dict(r.phases), "examples_per_s": r.examples_per_s,

@@ -92,15 +92,25 @@ class Hog(PyRing):
 
 
 class Slow:
-    """Every push and chunk takes 20 ms (mixed into a buggy cache: reducing or shrinking its failure is slow)."""
+    """Every push and chunk takes ``delay`` (20 ms; mixed into a buggy cache: reducing or shrinking its failure
+    is slow)."""
+
+    delay = 0.02
 
     def push(self, pos, key, value):
-        time.sleep(0.02)
+        time.sleep(self.delay)
         super().push(pos, key, value)
 
     def push_chunk(self, entries):
-        time.sleep(0.02)
+        time.sleep(self.delay)
         super().push_chunk(entries)
+
+
+class SlowRing(Slow, PyRing):
+    """A correct ring that takes 2 ms per entry (PyRing pushes a chunk entry by entry): the boundary tours take
+    a fraction of a second, the long tour's 70 001 tokens over two minutes."""
+
+    delay = 0.002
 
 
 class SlowTourBug(Slow, ReadsFromSlotZero):
