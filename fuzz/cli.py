@@ -157,7 +157,7 @@ def _list_targets() -> int:
     return 0
 
 
-def _print_failure(r, f) -> None:
+def _print_failure(r, f, config: CampaignConfig) -> None:
     print(f"\nFAILED {r.name} ({f.kind}): {f.error.splitlines()[0]}")
     print(f"  shrunk case: {f.case}")
     if f.note:
@@ -172,7 +172,8 @@ def _print_failure(r, f) -> None:
         print(f"  seed NOT saved: {f.seed_error}; here it is in full:")
         print("    " + seedstore.format_seed(doc).replace("\n", "\n    "))
         print(f"  to keep and replay it: kvwindow seeds add --window {f.case.window} --ops '{f.case.text}' "
-              f"--seeds-dir DIR && kvwindow replay DIR/{f.case.id}.json --target {r.name}")
+              f"--seeds-dir DIR && kvwindow replay DIR/{f.case.id}.json --target {r.name}"
+              f"{config.payload_flags()}")
 
 
 def _cmd_fuzz(args) -> int:
@@ -248,7 +249,7 @@ def _finish(args, config: CampaignConfig, console, results, interrupted: bool, p
               + (f" (report: {args.report})" if args.report else ""))
     for r in failed:
         for f in r.failures:
-            _print_failure(r, f)
+            _print_failure(r, f, config)
     if args.report:
         warnings = list(dict.fromkeys(w for r in results for w in r.warnings))
         report = {
@@ -356,6 +357,15 @@ def _cmd_replay(args) -> int:
 # seeds
 
 
+def _found_payload_flags(seed) -> str:
+    """The ``--width``/``--dtype`` flags of the campaign that found ``seed`` (recorded when not the default)."""
+    try:
+        return CampaignConfig(width=seed.found.get("width", CampaignConfig.width),
+                              dtype=seed.found.get("dtype", CampaignConfig.dtype)).payload_flags()
+    except (TypeError, ValueError):  # a hand-edited "found": the seed itself is still shown
+        return ""
+
+
 def _cmd_seeds(args) -> int:
     d = _seed_dir(args)
     if args.seeds_cmd == "add":
@@ -408,7 +418,7 @@ def _cmd_seeds(args) -> int:
         s = seedstore.load_seed(path)
         print(json.dumps(s.to_json(), indent=2))
         print(f"ops: {s.case.text or '(none)'}")
-        print(f"replay: {replay_hint(path)}")
+        print(f"replay: {replay_hint(path)}{_found_payload_flags(s)}")
         return 0
     raise UsageError("seeds: expected add, list or show")
 

@@ -96,6 +96,12 @@ class _Settings:
         self.dtype = dtype
         self._targets: list[Any] | None = None
 
+    def payload_flags(self) -> str:
+        """The ``--width``/``--dtype`` flags ``kvwindow replay`` needs to replay as these settings do."""
+        from fuzz.config import CampaignConfig
+
+        return CampaignConfig(width=self.width, dtype=self.dtype).payload_flags()
+
     def seeds_dir(self) -> Path | None:
         """The directory whose seeds become test items: the one named, else (with a target) the default."""
         if self.seeds is not None:
@@ -210,7 +216,7 @@ class SeedItem(pytest.Item):
         settings = self.config.stash[_SETTINGS]
         target = settings.targets()[settings.specs.index(self.spec)]
         _replay(self.seed.case, target, f"seed {self.seed.id} ({self.path})",
-                f"kvwindow replay {self.path} --target {self.spec}")
+                f"kvwindow replay {self.path} --target {self.spec}{settings.payload_flags()}")
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, SeedFailure):

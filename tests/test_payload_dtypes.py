@@ -114,6 +114,31 @@ def test_the_payload_flags_are_validated_recorded_and_replayed(tmp_path, capsys)
     assert main(argv) == 1 and "FAILED" in capsys.readouterr().out
 
 
+def test_every_replay_hint_carries_the_payload_flags(tmp_path, capsys, monkeypatch):
+    """seeds show (from the seed's found), and a seed that could not be written (printed with the commands that
+    store and replay it), replay with the campaign's --width/--dtype like the saved seed's hint."""
+    import re
+
+    from fuzz import seeds
+
+    seed = seeds.Seed(Case.parse(3, "push push"), {"width": 2, "dtype": "float16"})
+    path, _ = seeds.save_seed(seed, tmp_path / "s")
+    assert main(["seeds", "show", seed.id, "--seeds-dir", str(tmp_path / "s")]) == 0
+    assert f"replay: kvwindow replay {path} --width 2 --dtype float16" in capsys.readouterr().out
+
+    def refuse(*a, **k):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(seeds, "store_seed", refuse)
+    rc = main(["fuzz", "--target", "py:tests.support.caches:ReadsFromSlotZero", "--time", "20", "--seed", "0",
+               "--width", "2", "--dtype", "float16", "--plain", "--seeds-dir", str(tmp_path / "t"),
+               "--db", str(tmp_path / "db")])
+    out = capsys.readouterr().out
+    assert rc == 1 and "seed NOT saved" in out, out
+    assert re.search(r"&& kvwindow replay DIR/\w+\.json --target py:tests\.support\.caches:ReadsFromSlotZero "
+                     r"--width 2 --dtype float16\n", out), out
+
+
 def test_logits_targets_report_their_tolerances(tmp_path):
     target, why = registry.probe("decoder")
     if target is None:

@@ -74,6 +74,11 @@ def test_a_failing_seed_says_which_and_how_to_replay_it(pytester):
                                  f"*replay: kvwindow replay *{ids[0]}.json --target py:badring1:Ring"],
                                 consecutive=False)
     assert result.ret == 1
+    wide = pytester.runpytest("--kvwindow-target", "py:badring1:Ring", "--kvwindow-seeds", "kvwindow-seeds",
+                              "--kvwindow-width", "2", "--kvwindow-dtype", "bfloat16")
+    wide.assert_outcomes(failed=2)
+    wide.stdout.fnmatch_lines([f"*replay: kvwindow replay *{ids[0]}.json --target py:badring1:Ring --width 2 "
+                               "--dtype bfloat16"], consecutive=False)
 
 
 def test_ini_options_and_the_default_directory(pytester):

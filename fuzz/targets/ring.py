@@ -48,7 +48,8 @@ class CRingTarget(CacheTarget):
         return run_bulk(self, config, campaign_seed)
 
     def probe_trace(self, w: int, n: int) -> BaseException | None:
-        """How ``n`` pushes at window ``w`` fail through the trace, or ``None`` (:func:`~fuzz.targets.ring_bulk.probe_trace`)."""
+        """How ``n`` pushes at window ``w`` fail through the trace, or ``None``
+        (:func:`~fuzz.targets.ring_bulk.probe_trace`)."""
         return probe_trace(self, w, n)
 
     def _push_run(self, raw: Any, cache: Any, spec: SpecStream, ops: tuple, a: int, stats: Any) -> int:
