@@ -15,7 +15,7 @@ from fuzz.bench.budgets import BUDGETS
 from impl.errors import Unavailable
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-SECTIONS = ("throughput", "peer", "isolation", "mutants", "decode", "gpu")
+SECTIONS = ("throughput", "peer", "isolation", "mutants", "decode", "gpu", "long")
 
 
 @pytest.fixture(scope="module")
@@ -150,3 +150,19 @@ def test_isolation_cost_measured_side_by_side(smoke):
         assert r["in_process_examples"] > 0 and r["child_examples"] > 0
     assert {r["window"] for r in sec["ratios"]} == set(report["budget"]["isolation_windows"])
     assert all(r["goal"] == "<= 1.5" for r in sec["ratios"])
+
+
+def test_long_section_reports_the_bulk_phase_share_in_process_and_isolated(smoke):
+    """The bulk phase of a default ring-c campaign, in this process and in the isolated child kvwindow fuzz
+    uses (its bulk phase a request to the child): tokens and a share of the time; pyring has none."""
+    from fuzz.targets.ring_bulk import BULK_TOKENS
+
+    _, report = smoke
+    sec = report["sections"]["long"]
+    assert sec["status"] == "ok"
+    rows = {r["target"]: r for r in sec["rows"]}
+    assert set(rows) == {"ring-c", "ring-c (isolated)", "pyring"}
+    for name in ("ring-c", "ring-c (isolated)"):
+        assert rows[name]["bulk_tokens"]["median"] >= BULK_TOKENS, name
+        assert 0 < rows[name]["bulk_time_share"]["median"] < 1 and rows[name]["long_tour_s"]["median"] > 0
+    assert rows["pyring"]["bulk_tokens"]["median"] == 0

@@ -403,29 +403,36 @@ def section_isolation(b: Budget, log: Callable[[str], None]) -> dict[str, Any]:
 
 
 def section_long(b: Budget, log: Callable[[str], None]) -> dict[str, Any]:
-    """Default campaigns of ``ring-c`` (bulk phase and long tour) and ``pyring`` (long tour only): the bulk
-    phase's share of each campaign's time and tokens, and the long tour's seconds (:data:`LONG_FN`)."""
+    """Default campaigns of ``ring-c`` (bulk phase and long tour) in this process and in an isolated child
+    (:data:`ISOLATED_FN`, as ``kvwindow fuzz`` runs it: the bulk phase is a request to the child) and of
+    ``pyring`` (long tour only): the bulk phase's share of each campaign's time and tokens, and the long
+    tour's seconds (:data:`LONG_FN`)."""
     from fuzz.targets import registry
 
-    measure = helper(LONG_FN)
+    measure, isolated = helper(LONG_FN), helper(ISOLATED_FN)
     targets = {}
     for name in ("ring-c", "pyring"):
         t, why = registry.probe(name)
         if t is None:
             raise Unavailable(f"{name}: {why}")
         targets[name] = t
-    raw: dict[str, list[dict]] = {name: [] for name in targets}
-    for rep in range(b.repeats):
-        for name, t in targets.items():
-            raw[name].append(plain(measure(t, b.long_s, campaign_seed=rep)))
-        log(f"  long repeat {rep + 1}/{b.repeats} done")
+    targets["ring-c (isolated)"] = isolated("ring-c")
+    try:
+        raw: dict[str, list[dict]] = {name: [] for name in targets}
+        for rep in range(b.repeats):
+            for name, t in targets.items():
+                raw[name].append(plain(measure(t, b.long_s, campaign_seed=rep)))
+            log(f"  long repeat {rep + 1}/{b.repeats} done")
+    finally:
+        targets["ring-c (isolated)"].close()
     rows = []
     for name, reps in raw.items():
         rows.append({"target": name, **{k: stats([r[k] for r in reps if r[k] is not None])
                                         for k in ("bulk_time_share", "bulk_token_share", "bulk_tokens",
                                                   "bulk_seconds", "bulk_tokens_per_s", "tokens", "long_tour_s")},
                      "long_tour_tokens": reps[0]["long_tour_tokens"], "repeats": reps})
-    return {"status": "ok", "function": LONG_FN, "seconds_per_campaign": b.long_s, "rows": rows}
+    return {"status": "ok", "function": LONG_FN, "isolated": ISOLATED_FN, "seconds_per_campaign": b.long_s,
+            "rows": rows}
 
 
 #: Every section, in report order.
