@@ -160,10 +160,10 @@ def test_the_isolated_target_answers_as_the_target_itself_does(spec, segv_lib):
     from a target, unconfigured and configured with a width and a dtype."""
     spec = f"c:{segv_lib}" if spec == "segv" else spec
     cfg = CampaignConfig(width=8, dtype="float16")
-    real, iso = registry.resolve(spec), IsolatedTarget(spec)
+    real = registry.resolve(spec)
     cases = [Case(40, ()), Case(3, (Push(), Bad("gap"), Bad("null-handle"))), Case(3, (Bad("chunk-skip"),)),
              Case(2, (Chunk(100), Reset(5)))]
-    try:
+    with IsolatedTarget(spec) as iso:
         for a, b in ((real, iso), (real.configured(cfg), iso.configured(cfg))):
             for attr in ("name", *FORWARDED):
                 assert getattr(b, attr, "absent") == getattr(a, attr, "absent"), attr
@@ -171,16 +171,13 @@ def test_the_isolated_target_answers_as_the_target_itself_does(spec, segv_lib):
             assert [b.accepts(c) for c in cases] == [a.accepts(c) for c in cases]
         wide = iso.configured(cfg)
         assert wide.configured(cfg) is wide and iso.configured(None) is iso
-    finally:
-        iso.close()
 
 
 def test_width_and_dtype_reach_the_isolated_child(tmp_path, capsys):
     """configured() reaches the runners: a library that crashes on any push into a ring of width 8 passes at
     the default width and crashes once the campaign asks for --width 8, found, saved and replayed so."""
     lib = c_crasher("segv", tmp_path / "libwide.so", when="r->width == 8")
-    t = resolve(f"c:{lib}")
-    try:
+    with resolve(f"c:{lib}") as t:
         assert t.run(TRIGGER).tokens == 7
         wide = t.configured(CampaignConfig(width=8, dtype="bfloat16"))
         assert (wide.width, wide.dtype, t.width, t.dtype) == (8, "bfloat16", 4, "float32")
@@ -188,10 +185,8 @@ def test_width_and_dtype_reach_the_isolated_child(tmp_path, capsys):
             wide.run(Case(3, (Push(),)))
         assert t.run(TRIGGER).tokens == 7  # the unconfigured view still gets a width-4 runner
         res = fuzz_target(t, CampaignConfig(width=8, seconds=10, campaign_seed=1, seeds_dir=str(tmp_path / "c")))
-        (f,) = res.failures
-        assert f.kind == "crash" and "SIGSEGV" in f.error and f.replay.endswith("--width 8")
-    finally:
-        t.close()
+    (f,) = res.failures
+    assert f.kind == "crash" and "SIGSEGV" in f.error and f.replay.endswith("--width 8")
     sd = tmp_path / "s"
     rc, out, err = run(capsys, "fuzz", "--target", f"c:{lib}", "--width", "8", "--time", "10", "--seed", "1",
                        "--plain", "--seeds-dir", str(sd), "--db", str(tmp_path / "db"))
@@ -254,8 +249,7 @@ def trace_segv_lib(tmp_path_factory):
 def test_a_death_in_the_bulk_phase_is_a_crash_on_a_reduced_push_case(trace_segv_lib):
     from fuzz.targets.ring_bulk import BULK_TOKENS, bulk_phase
 
-    t = resolve(f"c:{trace_segv_lib}")
-    try:
+    with resolve(f"c:{trace_segv_lib}") as t:
         assert t.traced and type(t).__name__ == "IsolatedTarget"
         phase = bulk_phase(t, CampaignConfig(), 0)
         assert isinstance(phase.error, Crash) and phase.error.signal == "SIGSEGV", phase.error
@@ -265,16 +259,11 @@ def test_a_death_in_the_bulk_phase_is_a_crash_on_a_reduced_push_case(trace_segv_
         assert phase.tokens == TRACE_DEATH and phase.seconds > 0  # the first stream got that far
         with pytest.raises(Crash, match="SIGSEGV at op #2"):
             t.run(phase.case)
-        ring = resolve("ring-c")  # the isolated bulk phase checks what the in-process one does
-        try:
-            mine, theirs = bulk_phase(ring, CampaignConfig(), 0), bulk_phase(registry.resolve("ring-c"),
-                                                                            CampaignConfig(), 0)
-            assert mine.error is None and (mine.tokens, mine.streams) == (theirs.tokens, theirs.streams)
-            assert mine.tokens >= BULK_TOKENS
-        finally:
-            ring.close()
-    finally:
-        t.close()
+    with resolve("ring-c") as ring:  # the isolated bulk phase checks what the in-process one does
+        mine = bulk_phase(ring, CampaignConfig(), 0)
+    theirs = bulk_phase(registry.resolve("ring-c"), CampaignConfig(), 0)
+    assert mine.error is None and (mine.tokens, mine.streams) == (theirs.tokens, theirs.streams)
+    assert mine.tokens >= BULK_TOKENS
 
 
 def test_a_library_that_dies_in_the_bulk_phase_is_found_saved_and_replayed(tmp_path, capsys, trace_segv_lib):

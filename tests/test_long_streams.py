@@ -107,13 +107,10 @@ def test_the_isolated_ring_c_runs_the_bulk_phase_in_its_child_and_the_summary_sa
     from fuzz.cli import main
     from fuzz.targets.isolated import IsolatedTarget, resolve
 
-    t = resolve("ring-c")
-    try:
+    with resolve("ring-c") as t:
         assert isinstance(t, IsolatedTarget) and t.traced
         res = fuzz_target(t, CampaignConfig(seconds=30, max_examples=20, campaign_seed=5, save_seeds=False))
-        assert not res.failures and res.bulk_tokens >= bulk.BULK_TOKENS and res.bulk_seconds > 0
-    finally:
-        t.close()
+    assert not res.failures and res.bulk_tokens >= bulk.BULK_TOKENS and res.bulk_seconds > 0
     rc = main(["fuzz", "--target", "ring-c", "--time", "5", "--max-examples", "20", "--seed", "5", "--plain",
                "--seeds-dir", str(tmp_path / "s"), "--db", str(tmp_path / "db")])
     out = capsys.readouterr().out

@@ -63,11 +63,8 @@ def test_the_kill_table_runs_c_mutants_in_an_isolated_child_and_stops_it():
 
     cfg = CampaignConfig(seconds=30, max_examples=BOUND + 40, campaign_seed=0, save_seeds=False)
     (c_mutant,) = select(["c-len-W+1"])
-    t = _campaign_target(c_mutant, cfg)
-    try:
+    with _campaign_target(c_mutant, cfg) as t:
         assert isinstance(t, IsolatedTarget) and t.name == "mutant:c-len-W+1" and t.traced
-    finally:
-        t.close()
     assert not isinstance(_campaign_target(c_mutant, cfg.replace(isolate=False)), IsolatedTarget)
     assert not isinstance(_campaign_target(select(["ring-keeps-W+1"])[0], cfg), IsolatedTarget)
     new = ["c-error-path-moves-state", "c-accepts-repeated-position", "c-trace-int16-positions"]

@@ -27,24 +27,18 @@ def libs(tmp_path_factory):
 
 
 def test_a_death_inside_a_traced_run_names_the_push_that_was_running(libs):
-    t = IsolatedTarget(f"c:{libs['segv']}")
-    try:
+    with IsolatedTarget(f"c:{libs['segv']}") as t:
         for case, index in ((RUN_OF_20, 5), (LATE_RUN, 4)):
             with pytest.raises(Crash) as e:
                 t.run(case)
             assert (e.value.index, e.value.op, e.value.signal) == (index, Push(), "SIGSEGV")
             assert f"SIGSEGV at op #{index} (push)" in str(e.value)
-    finally:
-        t.close()
 
 
 def test_a_hang_inside_a_traced_run_names_the_push_that_was_running(libs):
-    t = IsolatedTarget(f"c:{libs['hang']}", op_timeout=0.5)
-    try:
-        with pytest.raises(Crash, match=r"at op #5 \(push\): timed out"):
-            t.run(RUN_OF_20)
-    finally:
-        t.close()
+    with IsolatedTarget(f"c:{libs['hang']}", op_timeout=0.5) as t, \
+            pytest.raises(Crash, match=r"at op #5 \(push\): timed out"):
+        t.run(RUN_OF_20)
 
 
 def test_a_trace_status_on_valid_pushes_is_a_crash_at_the_push_that_failed(tmp_path):
@@ -66,23 +60,18 @@ def test_a_trace_status_on_valid_pushes_is_a_crash_at_the_push_that_failed(tmp_p
 
 
 def test_a_bad_calls_documented_status_is_the_expected_outcome_in_the_child():
-    t = IsolatedTarget("ring-c")
-    try:
+    with IsolatedTarget("ring-c") as t:
         assert t.run(Case(3, (Push(),) * 4 + tuple(Bad(k) for k in C_KINDS) + (Push(),) * 3)).tokens == 7
-    finally:
-        t.close()
 
 
 def test_a_state_change_on_a_bad_call_is_a_mismatch_of_that_op_not_a_crash():
     case = Case(3, (Push(), Push(), Bad("reset-0"), Push()))
-    for t in (registry.resolve("mutant:c-error-path-moves-state"), IsolatedTarget("mutant:c-error-path-moves-state")):
-        try:
+    with IsolatedTarget("mutant:c-error-path-moves-state") as isolated:
+        for t in (registry.resolve("mutant:c-error-path-moves-state"), isolated):
             with pytest.raises(Mismatch) as e:
                 t.run(case)
             assert (e.value.index, e.value.op) == (2, Bad("reset-0"))
             assert "changed the ring" in e.value.detail
-        finally:
-            getattr(t, "close", lambda: None)()
 
 
 def test_a_death_in_a_bad_call_is_a_crash_naming_the_bad_op(tmp_path):
@@ -94,14 +83,10 @@ def test_a_death_in_a_bad_call_is_a_crash_naming_the_bad_op(tmp_path):
             "  if (!r || !key || !value) return RINGKV_E_NULL;\n", "  if (!r) return RINGKV_E_NULL;\n"))
     except NoCompiler as e:
         pytest.skip(str(e))
-    t = IsolatedTarget(f"c:{lib}")
-    try:
-        with pytest.raises(Crash) as e:
-            t.run(Case(3, (Push(), Push(), Bad("null-data"), Push())))
-        assert (e.value.index, e.value.op, e.value.signal) == (2, Bad("null-data"), "SIGSEGV")
-        assert "SIGSEGV at op #2 (bad:null-data)" in str(e.value)
-    finally:
-        t.close()
+    with IsolatedTarget(f"c:{lib}") as t, pytest.raises(Crash) as e:
+        t.run(Case(3, (Push(), Push(), Bad("null-data"), Push())))
+    assert (e.value.index, e.value.op, e.value.signal) == (2, Bad("null-data"), "SIGSEGV")
+    assert "SIGSEGV at op #2 (bad:null-data)" in str(e.value)
 
 
 def test_the_contracts_own_failure_is_a_harness_fault_naming_the_op(monkeypatch):

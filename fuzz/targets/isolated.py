@@ -250,6 +250,12 @@ class IsolatedTarget(Target):
         """Stop the runner and the fork server (idempotent; every view of the child stops with it)."""
         self._child.close()
 
+    def __enter__(self) -> "IsolatedTarget":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     def _call(self, msg: tuple) -> tuple:
         """One request to a runner configured as this view is; a failure of the supervision itself is a
         harness fault, never the target's."""
