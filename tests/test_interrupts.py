@@ -9,39 +9,12 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from pathlib import Path
 
 from fuzz.campaign import slack
+from tests.support.fuzz_process import ROOT, signal_when, start
 
-ROOT = Path(__file__).resolve().parents[1]
 CRASHERS = "py:tests.support.crashers:"
-
-
-def start(tmp_path, *argv):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1", KVWINDOW_PROGRESS_INTERVAL="0.5")
-    return subprocess.Popen([sys.executable, "-m", "fuzz.cli", "fuzz", *argv, "--plain", "--seed", "1",
-                             "--report", str(tmp_path / "r.json"), "--seeds-dir", str(tmp_path / "s"),
-                             "--db", str(tmp_path / "db")],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def signal_when(proc, needle: str, sig: int) -> tuple[str, str]:
-    """Send ``sig`` once a stdout line contains ``needle``; returns the whole stdout and stderr."""
-    watchdog = threading.Timer(240, proc.kill)
-    watchdog.start()
-    seen = []
-    try:
-        for line in proc.stdout:
-            seen.append(line)
-            if needle in line:
-                proc.send_signal(sig)
-                break
-        out, err = proc.communicate(timeout=120)
-    finally:
-        watchdog.cancel()
-    return "".join(seen) + out, err
 
 
 def test_ctrl_c_while_reducing_a_tour_saves_the_smallest_case_so_far(tmp_path):
