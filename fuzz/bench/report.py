@@ -176,8 +176,9 @@ def render_markdown(rep: dict) -> str:
               "tours, error tour, long tour, bulk phase) per target and repeat. Bulk phase: every C target "
               "pushes at least 100 k tokens through `ringkv_trace`, every step checked (one stream past "
               "2^16); its time share is bulk seconds over campaign seconds, its token share bulk tokens over "
-              "all spec-checked tokens. Long tour: one stream past 2^15, 2^16 and 70 000 (every campaign "
-              "runs it once), timed alone.", "",
+              "all spec-checked tokens; `ring-c (isolated)` is the campaign as `kvwindow fuzz` runs it, its "
+              "bulk phase a request to the child. Long tour: one stream past 2^15, 2^16 and 70 000 (every "
+              "campaign runs it once, unless the target is too slow to end it within the budget), timed alone.", "",
               "| target | bulk share of time | bulk share of tokens | bulk tokens | bulk seconds | "
               "bulk tokens/s | long tour tokens | long tour seconds |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for r in s["rows"]:
