@@ -15,6 +15,18 @@ from typing import Any
 
 #: The testers a campaign can draw its cases from (:mod:`fuzz.strategies`).
 TESTERS = ("biased", "uniform")
+#: The payload dtypes (``--dtype``): what a cache under test stores (:func:`fuzz.oracle.payloads` makes each exact).
+DTYPES = ("float32", "float16", "bfloat16")
+
+#: The widest window a campaign draws (``--window-max``) and a seed may hold: a case is a few
+#: allocations of ``W`` entries, so every bound here keeps one case far below a gigabyte.
+WINDOW_BOUND = 65_536
+#: The longest chunk a seed may hold (the strategies draw up to ``3 W + 3``).
+CHUNK_BOUND = 4 * WINDOW_BOUND
+#: Default seconds one op of an isolated target may run before the child is killed (a finding).
+OP_TIMEOUT = 5.0
+#: Default address-space limit of an isolated child in MiB (``RLIMIT_AS``; not applied to CUDA targets).
+OP_MEMORY_MB = 4096
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,7 +48,7 @@ class CampaignConfig:
     workers: int = 1
     #: Example database: a directory, a ``redis://`` URL, or ``None`` for none.
     db: str | None = None
-    #: Where failures are saved as seeds; ``None``: this package's ``fuzz/seeds``.
+    #: Where failures are saved as seeds; ``None``: :func:`fuzz.seeds.default_seeds_dir` (the user's project).
     seeds_dir: str | None = None
     save_seeds: bool = True
     shrink: bool = True
@@ -44,12 +56,35 @@ class CampaignConfig:
     accept_known: bool = False
     #: Leave out the cases that hit a known finding instead of running them (``--skip-known``).
     skip_known: bool = False
+    #: Run targets in a supervised child process (:mod:`fuzz.targets.isolated`): ``None`` for the
+    #: native ones only (``ring-c``, ``c:``, C mutants, CUDA), ``True`` for every target, ``False`` for none.
+    isolate: bool | None = None
+    #: Seconds one op of an isolated target may run (``--op-timeout``).
+    op_timeout: float = OP_TIMEOUT
+    #: Address-space limit of an isolated child in MiB (``--op-memory``); ``None``: no limit.
+    op_memory: int | None = OP_MEMORY_MB
+    #: Build the project's C libraries with ASan + UBSan and preload the runtime in the child (``--sanitize``).
+    sanitize: bool = False
+    #: Floats per key and value, and what they are exact in, for cache targets (``--width``, ``--dtype``).
+    width: int = 4
+    dtype: str = "float32"
+    #: The bulk phase also crosses position 2**31 on targets with a trace (``--long``).
+    long: bool = False
 
     def __post_init__(self) -> None:
         if self.tester not in TESTERS:
             raise ValueError(f"tester must be one of {', '.join(TESTERS)}, got {self.tester!r}")
+        if isinstance(self.width, bool) or not isinstance(self.width, int) or self.width < 1:
+            raise ValueError(f"width must be an int >= 1, got {self.width!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if not isinstance(self.targets, tuple):
             object.__setattr__(self, "targets", tuple(self.targets))
+
+    def payload_flags(self) -> str:
+        """``--width``/``--dtype`` as a command line needs them to run this campaign's payloads again."""
+        return "".join(f" --{k} {v}" for k, v in (("width", self.width), ("dtype", self.dtype))
+                       if v != getattr(CampaignConfig, k))
 
     def replace(self, **changes: Any) -> "CampaignConfig":
         return dataclasses.replace(self, **changes)

@@ -32,15 +32,19 @@ PHASE_HEAD = {
 
 
 def _status(r: TargetResult | None) -> str:
+    """``FAILED`` (a finding), ``FAULT`` (a harness fault stopped it), ``ok``, ``interrupted``, or what it
+    is doing: ``running``, ``shrinking``/``reducing`` a failure."""
     if r is None:
         return "waiting"
     if r.failures:
         return "FAILED"
     if r.known_reproduced:
         return "KNOWN"
+    if r.faults:
+        return "FAULT"
     if r.done:
         return "interrupted" if r.interrupted else "ok"
-    return "running"
+    return r.phase if r.phase in ("shrinking", "reducing") else "running"
 
 
 def _table(names: Iterable[str], results: dict[str, TargetResult], title: str | None = None) -> Table:
@@ -52,7 +56,8 @@ def _table(names: Iterable[str], results: dict[str, TargetResult], title: str | 
     for n in names:
         r = results.get(n)
         st = _status(r)
-        style = {"FAILED": "bold red", "KNOWN": "red", "ok": "green", "running": "yellow"}.get(st, "")
+        style = {"FAILED": "bold red", "KNOWN": "red", "FAULT": "bold magenta", "ok": "green",
+                 "running": "yellow"}.get(st, "")
         if r is None:
             t.add_row(n, st, *[""] * (6 + len(PHASES)))
             continue
@@ -138,6 +143,7 @@ class PlainDisplay:
         self.interval = interval if interval is not None else float(env) if env else 10.0
         self.last: dict[str, float] = {}
         self.finished: set[str] = set()
+        self.phase: dict[str, str] = {}
         self.start_time = time.monotonic()
 
     def start(self, names: list[str], header: str = "") -> None:
@@ -158,6 +164,12 @@ class PlainDisplay:
                 self.finished.add(r.name)
                 print(self._line(r), file=self.out, flush=True)
             return
+        if r.phase != self.phase.get(r.name, "fuzzing"):  # a failure found: say so at once
+            self.phase[r.name] = r.phase
+            self.last[r.name] = now
+            print(self._line(r) + f" ({r.phase} a failure; Ctrl-C keeps the smallest case so far)",
+                  file=self.out, flush=True)
+            return
         if now - self.last.get(r.name, self.start_time) >= self.interval:
             self.last[r.name] = now
             print(self._line(r), file=self.out, flush=True)
@@ -174,9 +186,14 @@ def make_display(console: Console | None = None, plain: bool | None = None):
     return PlainDisplay(console.file) if plain else RichDisplay(console)
 
 
-def summary(console: Console, results: list[TargetResult], title: str = "kvwindow fuzz: summary") -> None:
-    console.print(_table([r.name for r in results], {r.name: r for r in results}, title))
-    missed = {r.name: [p for p in PHASES if not r.phases.get(p)] for r in results if not r.failures}
+def summary(console: Console, results: list[TargetResult], title: str = "kvwindow fuzz: summary",
+            names: Iterable[str] | None = None) -> None:
+    """The closing table (every name in ``names``, run or not), coverage notes, what each bulk phase checked,
+    and one line per harness fault and warning."""
+    by_name = {r.name: r for r in results}
+    names = list(dict.fromkeys([*(names or []), *by_name]))
+    console.print(_table(names, by_name, title))
+    missed = {r.name: [p for p in PHASES if not r.phases.get(p)] for r in results if not r.failures and not r.faults}
     for name, ps in missed.items():
         if ps and any(r.examples for r in results if r.name == name):
             console.print(f"note: {name} never exercised {', '.join(ps)}")
@@ -185,3 +202,15 @@ def summary(console: Console, results: list[TargetResult], title: str = "kvwindo
                       "S skipped")
         for line in known_lines(results):
             console.print(line)
+    for r in results:
+        if r.bulk_tokens:
+            console.print(f"bulk phase: {r.name}: {r.bulk_tokens:,} tokens through ringkv_trace, every step "
+                          f"checked, in {r.bulk_seconds:.2f} s (not counted in tokens)", markup=False)
+    for r in results:
+        for f in r.faults:
+            console.print(f"HARNESS FAULT {r.name}: {f}", markup=False)
+    for w in dict.fromkeys(w for r in results for w in r.warnings):
+        console.print(f"warning: {w}", markup=False)
+    not_run = [n for n in names if n not in by_name]
+    if not_run:
+        console.print(f"not run: {', '.join(not_run)}", markup=False)

@@ -30,7 +30,9 @@ from fuzz.config import CampaignConfig
 from fuzz.ops import Case
 from fuzz.results import TargetResult
 from fuzz.targets import registry
-from fuzz.targets.mutants import mutant_target
+from fuzz.targets import isolated
+from fuzz.targets.base import Target, TargetError
+from fuzz.targets.mutants import PREFIX, mutant_target
 from impl.mutants.catalogue import Mutant, MutantError, catalogue, select
 
 __all__ = ["COST_METRICS", "KillResult", "Mutant", "MutantError", "catalogue", "censored_stats",
@@ -211,8 +213,8 @@ def run_mutants(
     for m in (mutants if mutants is not None else select(only)):
         kr = KillResult(m.name, m.bug_class, m.kind, m.reference, repeats=repeats)
         try:
-            target, why = registry.try_build(lambda: mutant_target(m))
-        except MutantError as e:
+            target, why = registry.try_build(lambda: _campaign_target(m, config))
+        except (MutantError, TargetError) as e:
             target, why = None, f"{type(e).__name__}: {e}"
         if target is None:
             kr.available, kr.reason = False, why
@@ -220,43 +222,60 @@ def run_mutants(
             if on_result:
                 on_result(kr)
             continue
-        for rep in range(repeats):
-            first = rep == 0
-            run = config.replace(campaign_seed=base_seed + rep, db=None, tester=main_tester, shrink=first,
-                                 save_seeds=first and config.save_seeds)
-            t0 = time.monotonic()
-            res = fuzz_target(target if first else mutant_target(m), run)
-            rec = run_record(res, run.campaign_seed, t0)
-            kr.biased_runs.append(rec)
-            if on_run:
-                on_run(m.name, main_tester, rec)
-            if first:
-                kr.examples_run = res.examples
-                if res.failures:
-                    kr.killed = True
-                    kr.examples, kr.tokens, kr.seconds = res.examples_to_fail, res.tokens_to_fail, res.seconds_to_fail
-                    kr.case = res.failures[0].case
-                    kr.error = res.failures[0].error.splitlines()[0][:300]
-                    kr.seed_path = res.failures[0].seed_path
-            if mode == "both":
+        # A fresh target per campaign; an isolated one forks fresh runners for each campaign's configuration.
+        again = (lambda: target) if isinstance(target, isolated.IsolatedTarget) else (lambda: mutant_target(m))
+        try:
+            for rep in range(repeats):
+                first = rep == 0
+                run = config.replace(campaign_seed=base_seed + rep, db=None, tester=main_tester, shrink=first,
+                                     save_seeds=first and config.save_seeds)
                 t0 = time.monotonic()
-                b = fuzz_target(mutant_target(m), run.replace(tester="uniform", shrink=False, save_seeds=False))
-                brec = run_record(b, run.campaign_seed, t0)
-                kr.baseline_runs.append(brec)
+                res = fuzz_target(target if first else again(), run)
+                rec = run_record(res, run.campaign_seed, t0)
+                kr.biased_runs.append(rec)
                 if on_run:
-                    on_run(m.name, "uniform", brec)
+                    on_run(m.name, main_tester, rec)
                 if first:
-                    kr.baseline_examples_run = b.examples
-                    kr.baseline_killed = bool(b.failures)
-                    if b.failures:
-                        kr.baseline_examples, kr.baseline_tokens = b.examples_to_fail, b.tokens_to_fail
-                        kr.baseline_seconds = b.seconds_to_fail
-                    else:
-                        kr.baseline_seconds = brec["seconds_run"]
+                    kr.examples_run = res.examples
+                    if res.failures:
+                        kr.killed = True
+                        kr.examples, kr.tokens = res.examples_to_fail, res.tokens_to_fail
+                        kr.seconds = res.seconds_to_fail
+                        kr.case = res.failures[0].case
+                        kr.error = res.failures[0].error.splitlines()[0][:300]
+                        kr.seed_path = res.failures[0].seed_path
+                if mode == "both":
+                    t0 = time.monotonic()
+                    b = fuzz_target(again(), run.replace(tester="uniform", shrink=False, save_seeds=False))
+                    brec = run_record(b, run.campaign_seed, t0)
+                    kr.baseline_runs.append(brec)
+                    if on_run:
+                        on_run(m.name, "uniform", brec)
+                    if first:
+                        kr.baseline_examples_run = b.examples
+                        kr.baseline_killed = bool(b.failures)
+                        if b.failures:
+                            kr.baseline_examples, kr.baseline_tokens = b.examples_to_fail, b.tokens_to_fail
+                            kr.baseline_seconds = b.seconds_to_fail
+                        else:
+                            kr.baseline_seconds = brec["seconds_run"]
+        finally:
+            isolated.close(target)
         out.append(kr)
         if on_result:
             on_result(kr)
     return out
+
+
+def _campaign_target(m: Mutant, config: CampaignConfig) -> Target:
+    """``m`` as a campaign runs it: a C mutant in an isolated child, like every native target
+    (:func:`fuzz.targets.isolated.should_isolate`). Its library is built here first, so a machine that
+    cannot build it reports the reason (:class:`impl.errors.Unavailable`) as for any mutant."""
+    spec = PREFIX + m.name
+    if not isolated.should_isolate(spec, config):
+        return mutant_target(m)
+    m.implementation()
+    return isolated.resolve(spec, config)
 
 
 # ---------------------------------------------------------------------------

@@ -4,7 +4,11 @@ A test case is a window ``W`` plus a list of ops:
 
 * ``Push()`` — one new token at the next position;
 * ``Chunk(n)`` — a prefill chunk of ``n`` tokens (``n`` may be 0 or exceed ``W``);
-* ``Reset(w)`` — start a new stream with window ``w`` (positions restart at 0).
+* ``Reset(w)`` — start a new stream with window ``w`` (positions restart at 0);
+* ``Bad(kind)`` — a call the contract says must be refused (``bad:gap``: a push one past the
+  next position, ``bad:null-data``: a NULL key, ...; :data:`BAD_KINDS` lists them): the target
+  must return the documented error (C) or raise (Python) and change nothing. A bad op feeds
+  no tokens; a target that cannot take a kind says so through ``Target.accepts``.
 
 The same ops drive a bare cache (push/push_chunk/reset), the Torch decoder
 (decode one token / prefill a chunk / new cache) and third-party caches, so a
@@ -76,7 +80,36 @@ class Reset:
         return ["reset", self.window]
 
 
-Op = Union[Push, Chunk, Reset]
+#: Every kind of bad call, with what it sends. ``n`` is the next position, ``W`` the window.
+#: Position kinds (every target that validates positions, C or Python):
+#:   ``gap`` push at ``n + 1``; ``dup`` push at ``n - 1`` (a repeated position; ``-1`` when ``n = 0``);
+#:   ``past`` push at ``n + W`` (past the end, in the next position's own slot);
+#:   ``chunk-gap`` / ``chunk-dup`` a chunk of 2 from ``n + 1`` / ``n - 1``.
+#: Python only: ``chunk-skip`` a chunk ``[n, n + 2]`` (its first entry is fine, its second is not).
+#: The rest of ``csrc/ringkv.h`` (C targets): ``count`` a negative count (push_chunk, trace, read);
+#: ``overflow`` a count whose positions pass INT64_MAX (push_chunk, trace; nothing to send at
+#: ``n = 0``, where every count fits); ``null-handle`` every call on a NULL handle; ``null-data``
+#: a NULL key, value, output or buffer where data is needed; ``read-cap0`` / ``read-short`` a read
+#: with capacity 0 / length - 1; ``reset-0`` / ``reset-neg`` / ``reset-huge`` a reset to window
+#: 0, to ``-W``, to INT64_MAX (no memory for it).
+BAD_KINDS = ("gap", "dup", "past", "chunk-gap", "chunk-dup", "chunk-skip", "count", "overflow",
+             "null-handle", "null-data", "read-cap0", "read-short", "reset-0", "reset-neg", "reset-huge")
+
+
+@dataclass(frozen=True)
+class Bad:
+    kind: str
+    tokens = 0
+
+    @property
+    def text(self) -> str:
+        return f"bad:{self.kind}"
+
+    def to_json(self) -> list:
+        return ["bad", self.kind]
+
+
+Op = Union[Push, Chunk, Reset, Bad]
 
 
 class OpError(ValueError):
@@ -88,9 +121,10 @@ def _nat(v: Any) -> bool:
 
 
 def op_from_json(raw: Any, index: int = 0) -> Op:
-    """Parse ``["push"]``, ``["chunk", n]`` or ``["reset", w]``."""
+    """Parse ``["push"]``, ``["chunk", n]``, ``["reset", w]`` or ``["bad", kind]``."""
     if not isinstance(raw, list) or not raw or not isinstance(raw[0], str):
-        raise OpError(f"op #{index}: expected [\"push\"], [\"chunk\", n] or [\"reset\", w], got {raw!r}")
+        raise OpError(f"op #{index}: expected [\"push\"], [\"chunk\", n], [\"reset\", w] or [\"bad\", kind], "
+                      f"got {raw!r}")
     kind, args = raw[0], raw[1:]
     if kind == "push" and not args:
         return Push()
@@ -98,6 +132,10 @@ def op_from_json(raw: Any, index: int = 0) -> Op:
         return Chunk(args[0])
     if kind == "reset" and len(args) == 1 and _nat(args[0]) and args[0] >= 1:
         return Reset(args[0])
+    if kind == "bad" and len(args) == 1 and args[0] in BAD_KINDS:
+        return Bad(args[0])
+    if kind == "bad":
+        raise OpError(f"op #{index}: unknown bad call {raw!r}; kinds: {', '.join(BAD_KINDS)}")
     raise OpError(f"op #{index}: malformed {raw!r} (chunk takes n >= 0, reset takes a window >= 1)")
 
 
@@ -115,8 +153,10 @@ def _ops_from_text(text: str) -> tuple[Op, ...]:
             ops.append(Push())
         elif name in ("chunk", "reset") and arg.isdigit():
             ops.append(op_from_json([name, int(arg)], i))
+        elif name == "bad" and arg:
+            ops.append(op_from_json([name, arg], i))
         else:
-            raise OpError(f"op #{i}: cannot parse {tok!r}; write push, chunk:N or reset:W")
+            raise OpError(f"op #{i}: cannot parse {tok!r}; write push, chunk:N, reset:W or bad:KIND")
     return tuple(ops)
 
 
@@ -188,6 +228,10 @@ class Case:
             else:
                 out[-1][1].append((i, op))
         return out
+
+    def bad_kinds(self) -> set[str]:
+        """The kinds of the bad calls in this case (empty for a happy-path case)."""
+        return {op.kind for op in self.ops if type(op) is Bad}
 
     def widest_window(self) -> int:
         return max([self.window] + [op.window for op in self.ops if isinstance(op, Reset)])

@@ -11,61 +11,97 @@ from typing import Any
 
 import numpy as np
 
-from fuzz.ops import Chunk, Op, Reset
+from fuzz.config import DTYPES
+from fuzz.ops import Bad, Chunk, Op, Reset
 from pyspec.bulk import last_window
 
 
 # ---------------------------------------------------------------------------
-# Payloads: deterministic, distinct per (stream epoch, position), exact in float32
+# Payloads: deterministic, distinct per (stream epoch, position), exact in the payload dtype
 
 
-#: Floats per key and per value in every cache-level target (small: the check is about
-#: which entries a cache holds, and a wider payload only slows the oracle down).
+#: Floats per key and per value in every cache-level target unless ``--width`` says otherwise
+#: (small: the check is about which entries a cache holds, and a wider payload only slows the oracle down).
 PAYLOAD_WIDTH = 4
 
+#: How many distinct payload codes each dtype gets: 2**22 integers for float32; every positive
+#: normal float16 (30 exponents x 1024 mantissas) and bfloat16 (254 x 128) bit pattern.
+_CODES = {"float32": 1 << 22, "float16": 30 * 1024, "bfloat16": 254 * 128}
 
-def payloads(epoch: int, positions: Any, width: int) -> tuple[np.ndarray, np.ndarray]:
+#: The epoch whose payloads bad calls carry (``bad:gap`` ...): no stream ever reaches it, so an
+#: entry a cache wrongly kept from a refused call is visible as a payload of no real stream.
+BAD_EPOCH = -7
+
+
+def check_dtype(dtype: str) -> str:
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    return dtype
+
+
+def payloads(epoch: int, positions: Any, width: int, dtype: str = "float32") -> tuple[np.ndarray, np.ndarray]:
     """``float32[n, width]`` keys and values pushed for ``positions`` in stream ``epoch``.
 
-    Integers below 2**23 are exact in float32, so every implementation
-    round-trips them bit-for-bit; the epoch term makes a stale entry left
-    over from before a reset distinguishable from a fresh one at the same position.
-    One vectorized call per op keeps the oracle off the fuzz loop's profile at large W.
+    The rule: a payload code ``c = (131 * pos + 1_000_003 * epoch + 7 * j) mod M`` per float ``j``,
+    turned into a value that ``dtype`` holds exactly —
+
+    * ``float32``: the integer ``c`` (``M = 2**22``; integers below ``2**24`` are exact);
+    * ``float16``: the positive normal float16 with bit pattern ``0x0400 + c`` (``M = 30720``);
+    * ``bfloat16``: the positive normal bfloat16 with bit pattern ``0x0080 + c`` (``M = 32512``),
+
+    and values are the keys negated (``-c - 1`` for float32). So every implementation that
+    stores ``dtype`` round-trips them bit for bit and comparison stays exact. 131 and
+    1_000_003 are prime to every ``M``: within a stream any two positions less than ``M``
+    apart get different payloads (every window the campaign draws), and the same position in
+    another epoch gets another one, so a stale entry left over from before a reset is
+    distinguishable from a fresh one. The arrays are always float32 (the C ABI's type; numpy
+    has no bfloat16); the values are the dtype's. One vectorized call per op keeps the oracle
+    off the fuzz loop's profile at large W.
     """
     pos = np.asarray(positions, dtype=np.int64).reshape(-1, 1)
     j = np.arange(width, dtype=np.int64)[None, :]
-    base = (pos * 131 + (epoch * 1_000_003 + j * 7)) & 4_194_303  # == % 2**22: every term >= 0
-    keys = base.astype(np.float32)
-    return keys, np.negative(keys) - np.float32(1)
+    mix = pos * 131 + (epoch * 1_000_003 + j * 7)
+    if dtype == "float32":
+        keys = (mix & (_CODES["float32"] - 1)).astype(np.float32)  # == % 2**22: every code >= 0
+        return keys, np.negative(keys) - np.float32(1)
+    if dtype == "float16":
+        bits = (0x0400 + mix % _CODES["float16"]).astype(np.uint16)
+        keys = bits.view(np.float16).astype(np.float32)
+    elif dtype == "bfloat16":
+        keys = ((0x0080 + mix % _CODES["bfloat16"]) << 16).astype(np.uint32).view(np.float32)
+    else:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    return keys, np.negative(keys)
 
 
-def payload(epoch: int, pos: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+def payload(epoch: int, pos: int, width: int, dtype: str = "float32") -> tuple[np.ndarray, np.ndarray]:
     """The key and value of one position: row 0 of :func:`payloads`."""
-    keys, values = payloads(epoch, [pos], width)
+    keys, values = payloads(epoch, [pos], width, dtype)
     return keys[0], values[0]
 
 
 #: Payload tables of the first epochs of a case (most streams are one of these), shared by every
-#: case: ``(epoch, width) -> (positions, keys, values)`` for positions ``0 .. len-1``, read-only.
-_TABLES: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+#: case: ``(epoch, width, dtype) -> (positions, keys, values)`` for positions ``0 .. len-1``, read-only.
+_TABLES: dict[tuple[int, int, str], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 _TABLE_EPOCHS = 64
 _TABLE_ROWS = 1 << 16
 
 
-def history_table(epoch: int, width: int, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def history_table(epoch: int, width: int, rows: int,
+                  dtype: str = "float32") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Positions ``0 .. rows-1`` (at least) of stream ``epoch`` and their payloads, read-only (a cache
     that writes into what it was pushed fails loudly instead of corrupting the oracle)."""
-    table = _TABLES.get((epoch, width))
+    table = _TABLES.get((epoch, width, dtype))
     if table is not None and table[0].shape[0] >= rows:
         return table
     have = 0 if table is None else table[0].shape[0]
     pos = np.arange(max(rows, 2 * have, 64), dtype=np.int64)
-    keys, values = payloads(epoch, pos, width)
+    keys, values = payloads(epoch, pos, width, dtype)
     table = (pos, keys, values)
     for a in table:
         a.flags.writeable = False
     if epoch < _TABLE_EPOCHS and pos.shape[0] <= _TABLE_ROWS:
-        _TABLES[(epoch, width)] = table
+        _TABLES[(epoch, width, dtype)] = table
     return table
 
 
@@ -112,18 +148,18 @@ class SpecStream:
     arrays: no per-op allocation.
     """
 
-    __slots__ = ("window", "width", "epoch", "n", "after_reset", "_pos", "_keys", "_values", "_filled")
+    __slots__ = ("window", "width", "dtype", "epoch", "n", "after_reset", "_pos", "_keys", "_values", "_filled")
 
-    def __init__(self, window: int, width: int = PAYLOAD_WIDTH):
+    def __init__(self, window: int, width: int = PAYLOAD_WIDTH, dtype: str = "float32"):
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise ValueError(f"window must be an int >= 1, got {window!r}")
-        self.window, self.width = window, width
+        self.window, self.width, self.dtype = window, width, check_dtype(dtype)
         self.epoch, self.n, self.after_reset = 0, 0, False
         self._fill(16)
 
     def _fill(self, capacity: int) -> None:
         """This epoch's positions and payloads ``0 .. capacity-1`` (at least)."""
-        self._pos, self._keys, self._values = history_table(self.epoch, self.width, capacity)
+        self._pos, self._keys, self._values = history_table(self.epoch, self.width, capacity, self.dtype)
         self._filled = self.epoch
 
     def reserve(self, tokens: int) -> None:
@@ -147,8 +183,11 @@ class SpecStream:
         return n, self._keys[n], self._values[n]
 
     def apply(self, op: Op) -> set[str]:
-        """Advance the oracle by ``op``; returns the phases it exercised."""
+        """Advance the oracle by ``op``; returns the phases it exercised (a bad call: none, and
+        the stream is as before)."""
         before = self.n
+        if type(op) is Bad:
+            return set()
         if isinstance(op, Reset):
             self.after_reset = self.n > 0 or self.after_reset
             self.window, self.epoch, self.n = op.window, self.epoch + 1, 0
@@ -169,6 +208,12 @@ class SpecStream:
         pos = last_window(self.window, self._pos[:n])
         a = n - pos.shape[0]
         return pos, self._keys[a:n], self._values[a:n]
+
+    def bad_entries(self, positions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Entries for a bad call at ``positions`` (int64), with :data:`BAD_EPOCH`'s payloads."""
+        pos = np.asarray(positions, dtype=np.int64)
+        keys, values = payloads(BAD_EPOCH, pos, self.width, self.dtype)
+        return pos, keys, values
 
     def positions(self) -> list[int]:
         """The positions the cache must hold, oldest first."""

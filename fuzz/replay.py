@@ -1,17 +1,30 @@
-"""Replay a regression seed against a target: the same check the campaign runs, once; and the replay
-command the CLI prints for a seed (every one it prints resolves: ``tests/test_cli_fuzz.py``)."""
+"""Replay a regression seed against a target: the same check the campaign runs, once, classified as
+DESIGN §4 says; and the replay command the CLI prints for a seed (every one it prints resolves:
+``tests/test_cli_fuzz.py``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 from fuzz.seeds import Seed
-from fuzz.targets.base import Target
+from fuzz.targets.base import Target, failure_kind
 
 
-def replay_seed(seed: Seed, target: Target) -> str | None:
-    """``None`` if ``target`` passes the seed's case, else the failure message (a known finding the case
-    reproduced, ``docs/findings/``, is a failure too: a replay is for seeing the bug again).
+class Outcome(NamedTuple):
+    """A replay that did not pass: ``kind`` is ``mismatch``, ``crash`` (findings), ``known`` (a written-up
+    finding, ``docs/findings/``, reproduced) or ``harness``."""
+
+    kind: str
+    message: str
+
+
+#: The kind of a replay that reproduced a known finding: a replay is for seeing the bug again, so it fails.
+KNOWN = "known"
+
+
+def replay_outcome(seed: Seed, target: Target) -> Outcome | None:
+    """``None`` if ``target`` passes the seed's case, else what went wrong and which kind of failure it is.
 
     A seed the target cannot take (a window above its maximum) raises
     ``ValueError`` naming the reason; callers report it rather than skip silently.
@@ -21,12 +34,19 @@ def replay_seed(seed: Seed, target: Target) -> str | None:
         raise ValueError(f"seed {seed.id} cannot run on {target.name}: {why}")
     try:
         stats = target.run(seed.case)
-    except Exception as e:  # noqa: BLE001 - any failure of the target is the finding
-        return f"{type(e).__name__}: {e}"
-    known = [fid for fid, reproduced in getattr(stats, "known", {}).items() if reproduced]
+    except Exception as e:  # noqa: BLE001 - any failure of the target is the outcome
+        return Outcome(failure_kind(e), f"{type(e).__name__}: {e}")
+    known = [fid for fid, reproduced in stats.known.items() if reproduced]
     if known:
-        return "known finding " + ", ".join(f"{fid} reproduced (docs/findings/{fid}.md)" for fid in known)
+        return Outcome(KNOWN, "known finding " + ", ".join(f"{fid} reproduced (docs/findings/{fid}.md)"
+                                                           for fid in known))
     return None
+
+
+def replay_seed(seed: Seed, target: Target) -> str | None:
+    """``None`` if ``target`` passes the seed's case, else the failure message (:func:`replay_outcome`)."""
+    out = replay_outcome(seed, target)
+    return None if out is None else out.message
 
 
 def replay_hint(seed_path: str | Path, target: str | None = None) -> str:

@@ -22,7 +22,10 @@ KNOWN_OUTCOMES = {True: "reproduced", False: "not_reproduced", None: "skipped"}
 class Failure:
     """One bug a campaign found: the error, the shrunk case and where its seed lives.
 
-    ``kind`` is one of :data:`fuzz.targets.base.FINDINGS` (``mismatch`` or ``crash``)."""
+    ``kind`` is one of :data:`fuzz.targets.base.FINDINGS` (``mismatch`` or ``crash``).
+    ``seed_error`` says why the seed could not be written (the CLI then prints it in full);
+    ``note`` how the case was settled when the campaign could not finish shrinking it
+    (interrupted, out of time, a worker that died)."""
 
     target: str
     error: str
@@ -32,16 +35,22 @@ class Failure:
     replay: str | None = None
     created: bool = True
     kind: str = MISMATCH
+    seed_error: str | None = None
+    note: str | None = None
+    #: A corrupt file that held this seed's id, moved aside to make room (``<id>.json.corrupt``).
+    moved_aside: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"target": self.target, "kind": self.kind, "error": self.error, "case": self.case.to_json(),
                 "seed_id": self.seed_id, "seed_path": self.seed_path, "replay": self.replay,
-                "created": self.created}
+                "created": self.created, "seed_error": self.seed_error, "note": self.note,
+                "moved_aside": self.moved_aside}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Failure":
         return cls(d["target"], d["error"], Case.from_json(d["case"]), d.get("seed_id"), d.get("seed_path"),
-                   d.get("replay"), d.get("created", True), d.get("kind", MISMATCH))
+                   d.get("replay"), d.get("created", True), d.get("kind", MISMATCH), d.get("seed_error"),
+                   d.get("note"), d.get("moved_aside"))
 
 
 @dataclass
@@ -76,6 +85,21 @@ class TargetResult:
     def known_reproduced(self) -> list[str]:
         """Ids of the known findings some case reproduced."""
         return [fid for fid, c in self.known.items() if c.get("reproduced")]
+    #: Why the harness stopped this target (a harness fault, DESIGN §4: never a seed; exit 3), one line each.
+    faults: list[str] = field(default_factory=list)
+    #: What the campaign is doing: ``fuzzing``, ``shrinking`` or ``reducing`` a failure, ``done``.
+    phase: str = "fuzzing"
+    #: The smallest failing case so far while a failure is shrunk or reduced, not yet saved: what the
+    #: parent saves when the worker running it dies.
+    pending: Failure | None = None
+    #: Things the user should know that are neither findings nor faults (e.g. a database that went away).
+    warnings: list[str] = field(default_factory=list)
+    #: Tokens and seconds of the bulk phase (C targets: every step checked through ``ringkv_trace``),
+    #: counted apart from the case-by-case ``tokens``.
+    bulk_tokens: int = 0
+    bulk_seconds: float = 0.0
+    #: The explicit tolerances a logits target compares with (``Target.tolerances``).
+    tolerances: dict[str, Any] = field(default_factory=dict)
 
     @property
     def examples_per_s(self) -> float:
@@ -104,6 +128,13 @@ class TargetResult:
             "workers": self.workers,
             "campaign_seed": self.campaign_seed,
             "known_findings": {fid: dict(c) for fid, c in self.known.items()},
+            "harness_faults": list(self.faults),
+            "phase": self.phase,
+            "pending": None if self.pending is None else self.pending.to_json(),
+            "warnings": list(self.warnings),
+            "bulk_tokens": self.bulk_tokens,
+            "bulk_seconds": round(self.bulk_seconds, 4),
+            "tolerances": dict(self.tolerances),
         }
 
     @classmethod
@@ -114,7 +145,12 @@ class TargetResult:
                    tokens_to_fail=d.get("tokens_to_fail"), failures=[Failure.from_json(f) for f in d["failures"]],
                    interrupted=d.get("interrupted", False), done=d.get("done", False),
                    workers=d.get("workers", 1), campaign_seed=d.get("campaign_seed"),
-                   known={fid: dict(c) for fid, c in d.get("known_findings", {}).items()})
+                   known={fid: dict(c) for fid, c in d.get("known_findings", {}).items()},
+                   faults=list(d.get("harness_faults", [])), phase=d.get("phase", "fuzzing"),
+                   pending=None if d.get("pending") is None else Failure.from_json(d["pending"]),
+                   warnings=list(d.get("warnings", [])),
+                   bulk_tokens=d.get("bulk_tokens", 0), bulk_seconds=d.get("bulk_seconds", 0.0),
+                   tolerances=dict(d.get("tolerances", {})))
 
 
 def merge(name: str, parts: list[TargetResult]) -> TargetResult:
@@ -125,6 +161,9 @@ def merge(name: str, parts: list[TargetResult]) -> TargetResult:
     for p in parts:
         m.examples += p.examples
         m.tokens += p.tokens
+        m.bulk_tokens += p.bulk_tokens
+        m.bulk_seconds += p.bulk_seconds
+        m.tolerances.update(p.tolerances)
         for k, v in p.phases.items():
             m.phases[k] = m.phases.get(k, 0) + v
         m.versions.update(p.versions)
@@ -133,6 +172,8 @@ def merge(name: str, parts: list[TargetResult]) -> TargetResult:
             mine = m.known.setdefault(fid, {k: 0 for k in c})
             for k, v in c.items():
                 mine[k] = mine.get(k, 0) + v
+        m.faults += [f for f in p.faults if f not in m.faults]
+        m.warnings += [w for w in p.warnings if w not in m.warnings]
         for f in p.failures:
             if f.case.id not in seen:  # two workers that shrink to the same case found one bug
                 seen.add(f.case.id)
@@ -142,4 +183,8 @@ def merge(name: str, parts: list[TargetResult]) -> TargetResult:
         m.examples_to_fail, m.seconds_to_fail, m.tokens_to_fail = \
             first.examples_to_fail, first.seconds_to_fail, first.tokens_to_fail
     m.done = all(p.done for p in parts) and bool(parts)
+    busy = [p.phase for p in parts if not p.done and p.phase != "fuzzing"]
+    m.phase = "done" if m.done else (busy[0] if busy else "fuzzing")
+    pending = [p.pending for p in parts if p.pending is not None and p.pending.case.id not in seen]
+    m.pending = min(pending, key=lambda f: (len(f.case.ops), f.case.tokens), default=None)
     return m

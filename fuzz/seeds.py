@@ -2,24 +2,70 @@
 
 A seed holds a :class:`~fuzz.ops.Case` (the window and the op list) and where
 it was found. Its id is the case's id, a hash of the case alone, so the same bug found twice — by two
-targets, two workers, two machines — is stored once. Files are written
-atomically (temp file + ``os.replace``); a malformed file raises
-:class:`SeedError` naming the file and the problem, and is never overwritten.
+targets, two workers, two machines — is stored once.
+
+Files are written atomically (a temp file named after the writing process, fsync,
+rename) with the mode the umask gives; a temp file left by a killed run is removed by
+the next one (:func:`clean_stale_temps`). Every file that is not a usable seed —
+unreadable, binary, not UTF-8, not JSON, nested too deep, the wrong shape, a window or
+chunk beyond :data:`fuzz.config.WINDOW_BOUND` / :data:`fuzz.config.CHUNK_BOUND` — raises
+:class:`SeedError` naming the file and the problem in one line. A corrupt file is never
+overwritten: a new seed with its id moves it aside to ``<id>.json.corrupt`` first.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from fuzz.ops import Case, OpError
+from fuzz.config import CHUNK_BOUND, WINDOW_BOUND
+from fuzz.ops import Case, Chunk, OpError
 
+#: This repository's own regression seeds (shipped with the package, replayed by ``make test``);
+#: campaigns save into :func:`default_seeds_dir`, never here unless a project points there.
 SEED_DIR = Path(__file__).parent / "seeds"
 FORMAT = 1
+#: The largest file read as a seed: a seed is a few kilobytes.
+MAX_SEED_BYTES = 1 << 20
+#: A temp file of :func:`atomic_write_json`: ``.<name>.<pid>.<random>.tmp``.
+TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[^.]+\.tmp$")
+#: A temp file older than this (seconds) is stale even if a process of its pid is alive (pids are reused).
+TEMP_STALE_S = 3600.0
+#: The environment variable that names a seeds directory.
+SEEDS_ENV = "KVWINDOW_SEEDS"
+#: The default seeds directory, in the current directory.
+DEFAULT_SEEDS = "kvwindow-seeds"
+
+
+def default_seeds_dir(cwd: str | Path | None = None) -> Path:
+    """Where a user's seeds live when ``--seeds-dir`` does not say: ``$KVWINDOW_SEEDS``, else
+    ``[tool.kvwindow] seeds-dir`` of ``pyproject.toml`` in ``cwd`` (relative to it), else
+    ``cwd/kvwindow-seeds`` — the user's project, never the installed package. A pyproject.toml
+    that cannot be read, or whose setting is not a string, raises :class:`SeedError` naming it."""
+    base = Path.cwd() if cwd is None else Path(cwd)
+    env = os.environ.get(SEEDS_ENV)
+    if env:
+        return base / env
+    pyproject = base / "pyproject.toml"
+    if pyproject.is_file():
+        import tomllib
+
+        try:
+            doc = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise SeedError(f"{pyproject}: cannot read [tool.kvwindow]: {e}") from e
+        value = doc.get("tool", {}).get("kvwindow", {}).get("seeds-dir")
+        if value is not None:
+            if not isinstance(value, str) or not value:
+                raise SeedError(f"{pyproject}: [tool.kvwindow] seeds-dir must be a path string, got {value!r}")
+            return base / value
+    return base / DEFAULT_SEEDS
 
 
 class SeedError(ValueError):
@@ -41,6 +87,16 @@ class Seed:
         return {"format": FORMAT, "id": self.id, **self.case.to_json(), "found": self.found}
 
 
+def check_bounds(case: Case, where: str = "seed") -> None:
+    """Raise :class:`SeedError` when a window or chunk of ``case`` is beyond the documented bounds."""
+    widest = case.widest_window()
+    if widest > WINDOW_BOUND:
+        raise SeedError(f"{where}: window {widest} is beyond the bound {WINDOW_BOUND} (1 <= W <= {WINDOW_BOUND})")
+    longest = max((op.n for op in case.ops if isinstance(op, Chunk)), default=0)
+    if longest > CHUNK_BOUND:
+        raise SeedError(f"{where}: chunk of {longest} tokens is beyond the bound {CHUNK_BOUND}")
+
+
 def parse_seed(doc: Any, where: str = "seed") -> Seed:
     if not isinstance(doc, dict):
         raise SeedError(f"{where}: expected a JSON object, got {type(doc).__name__}")
@@ -53,6 +109,7 @@ def parse_seed(doc: Any, where: str = "seed") -> Seed:
     found = doc.get("found", {})
     if not isinstance(found, dict):
         raise SeedError(f"{where}: 'found' must be an object, got {type(found).__name__}")
+    check_bounds(case, where)
     seed = Seed(case, found)
     if "id" in doc and doc["id"] != seed.id:
         raise SeedError(f"{where}: id {doc['id']!r} does not match its content (expected {seed.id!r}); "
@@ -61,16 +118,36 @@ def parse_seed(doc: Any, where: str = "seed") -> Seed:
 
 
 def load_seed(path: str | Path) -> Seed:
+    """The seed in ``path``; :class:`SeedError` naming the file and the problem for anything else."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        if path.is_dir():
+            raise SeedError(f"{path}: is a directory, not a seed file")
+        size = path.stat().st_size
+        if size > MAX_SEED_BYTES:
+            raise SeedError(f"{path}: {size} bytes is too large for a seed (at most {MAX_SEED_BYTES})")
+        data = path.read_bytes()
     except OSError as e:
         raise SeedError(f"{path}: cannot read: {e.strerror or e}") from e
     try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SeedError(f"{path}: not UTF-8 text (a binary file?): byte {e.start} is {data[e.start:e.start + 1]!r}") \
+            from None
+    try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
-        raise SeedError(f"{path}: not valid JSON (truncated?): {e}") from e
-    return parse_seed(doc, str(path))
+        raise SeedError(f"{path}: not valid JSON (truncated?): {e}") from None
+    except RecursionError:
+        raise SeedError(f"{path}: not a seed: JSON nested too deeply") from None
+    except ValueError as e:  # e.g. an integer with more digits than Python converts
+        raise SeedError(f"{path}: not valid JSON: {e}") from None
+    try:
+        return parse_seed(doc, str(path))
+    except SeedError:
+        raise
+    except (RecursionError, ValueError, TypeError, KeyError, AttributeError) as e:
+        raise SeedError(f"{path}: not a seed: {type(e).__name__}: {str(e)[:200]}") from None
 
 
 def seed_paths(directory: str | Path = SEED_DIR) -> list[Path]:
@@ -82,22 +159,61 @@ def load_all(directory: str | Path = SEED_DIR) -> list[tuple[Path, Seed]]:
     return [(p, load_seed(p)) for p in seed_paths(directory)]
 
 
-def save_seed(seed: Seed, directory: str | Path = SEED_DIR) -> tuple[Path, bool]:
-    """Write ``seed`` atomically as ``<id>.json``; returns ``(path, created)``.
+class Saved(NamedTuple):
+    """Where :func:`store_seed` put a seed: ``created`` False when it was already stored;
+    ``moved_aside`` the new name of a corrupt file that held its id."""
+
+    path: Path
+    created: bool
+    moved_aside: Path | None
+
+
+def store_seed(seed: Seed, directory: str | Path = SEED_DIR, *, move_corrupt: bool = True) -> Saved:
+    """Write ``seed`` atomically as ``<id>.json``.
 
     An existing seed with the same id is the same case and is left untouched
-    (``created`` is False) — unless it is corrupt, which raises rather than
-    silently replacing what a user may want to inspect.
+    (``created`` is False). A corrupt file of that name — or one holding another
+    case — is never overwritten: it is moved aside to ``<id>.json.corrupt`` and the
+    new seed written in its place (a finding is never blocked by it), or, with
+    ``move_corrupt=False`` (a seed added by hand), :class:`SeedError` names it.
+    Raises ``OSError`` when the directory cannot be written.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{seed.id}.json"
-    if path.exists():
-        load_seed(path)  # raises SeedError if the stored copy is corrupt
-        return path, False
+    aside = None
+    if path.exists() or path.is_symlink():
+        try:
+            stored = load_seed(path)
+        except SeedError:
+            if not move_corrupt:
+                raise
+        else:
+            if stored.id == seed.id:
+                return Saved(path, False, None)
+            if not move_corrupt:
+                raise SeedError(f"{path}: holds seed {stored.id}, not the seed its name says")
+        aside = move_aside(path)
     doc = seed.to_json()
     atomic_write_json(path, doc, format_seed(doc))
-    return path, True
+    return Saved(path, True, aside)
+
+
+def save_seed(seed: Seed, directory: str | Path = SEED_DIR) -> tuple[Path, bool]:
+    """:func:`store_seed`, returning ``(path, created)``."""
+    saved = store_seed(seed, directory)
+    return saved.path, saved.created
+
+
+def move_aside(path: Path) -> Path:
+    """Rename ``path`` to ``<name>.corrupt`` (``.corrupt.1``, ... if taken); returns the new path."""
+    dest = path.with_name(path.name + ".corrupt")
+    n = 0
+    while dest.exists() or dest.is_symlink():
+        n += 1
+        dest = path.with_name(f"{path.name}.corrupt.{n}")
+    os.rename(path, dest)
+    return dest
 
 
 def format_seed(doc: dict[str, Any]) -> str:
@@ -108,10 +224,25 @@ def format_seed(doc: dict[str, Any]) -> str:
     return body.replace('"\\u0000OPS\\u0000"', f"[\n{rows}\n  ]" if ops else "[]")
 
 
-def atomic_write_json(path: Path, doc: Any, text: str | None = None) -> None:
-    """Write ``doc`` (or the preformatted ``text``) to ``path`` atomically: temp file, fsync, rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def _umask() -> int:
     try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write_json(path: Path, doc: Any, text: str | None = None) -> None:
+    """Write ``doc`` (or the preformatted ``text``) to ``path`` atomically: temp file, fsync, rename.
+    The file gets the mode a plain ``open`` would (``0o666`` less the umask), not the temp file's 0600."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text if text is not None else json.dumps(doc, indent=2))
             f.write("\n")
@@ -124,3 +255,37 @@ def atomic_write_json(path: Path, doc: Any, text: str | None = None) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
+
+
+def clean_stale_temps(directory: str | Path) -> list[Path]:
+    """Remove the temp files a killed run of :func:`atomic_write_json` left in ``directory`` (their
+    process is gone, or they are older than :data:`TEMP_STALE_S`); returns what was removed."""
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    now = time.time()
+    for e in entries:
+        m = TEMP_NAME.match(e.name)
+        if m is None or not e.is_file(follow_symlinks=False):
+            continue
+        pid = int(m["pid"])
+        try:
+            stale = (pid != os.getpid() and not _alive(pid)) or now - e.stat().st_mtime > TEMP_STALE_S
+            if stale:
+                os.unlink(e.path)
+                removed.append(Path(e.path))
+        except OSError:
+            continue
+    return removed

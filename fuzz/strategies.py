@@ -5,6 +5,11 @@ Cache bugs live at a handful of stream lengths — ``W - 1``, ``W``, ``W + 1``
 Uniform random streams rarely land on those exactly; these strategies aim at
 them. ``uniform_cases`` is the naive baseline ``kvwindow mutants --baseline``
 compares against, so the value of the bias is measured rather than claimed.
+
+A target with an error contract (``Target.bad_kinds``) also gets bad calls
+(``bad:KIND`` ops) interleaved with its normal ops, and one error tour; every
+target that takes long streams gets one long tour past positions 2**15, 2**16
+and 70 000.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from functools import lru_cache
 
 from hypothesis import strategies as st
 
-from fuzz.ops import Case, Chunk, Op, Push, Reset
+from fuzz.ops import Bad, Case, Chunk, Op, Push, Reset
 
 # Strategies are built once per parameter (lru_cache) and reused: building one per draw
 # (validation, labels) cost Hypothesis more than drawing from it.
@@ -25,6 +30,14 @@ def windows(window_max: int = 16) -> st.SearchStrategy[int]:
     """Small windows most of the time (they wrap quickly), occasionally up to ``window_max``."""
     small = st.integers(1, min(8, window_max))
     return st.one_of(small, small, st.integers(1, window_max)) if window_max > 8 else small
+
+
+def draw_window(rng: random.Random, window_max: int = 16) -> int:
+    """A window drawn from ``rng`` with the mix :func:`windows` draws (small two times in three,
+    else anything up to ``window_max``): for the streams a campaign checks outside Hypothesis."""
+    if window_max > 8 and rng.randrange(3) == 2:
+        return rng.randint(1, window_max)
+    return rng.randint(1, min(8, window_max))
 
 
 @lru_cache(maxsize=None)
@@ -40,10 +53,12 @@ def _integers(lo: int, hi: int) -> st.SearchStrategy[int]:
 
 
 @lru_cache(maxsize=None)
-def _op_templates(window: int, window_max: int) -> tuple[st.SearchStrategy, tuple]:
+def _op_templates(window: int, window_max: int, bad: tuple[str, ...] = ()) -> tuple[st.SearchStrategy, tuple]:
     """One draw picks what the next op is, with the weights of the op language: half pushes, a
     third chunks (half of them one of the window edges of :func:`chunk_sizes`, half any size up to
-    ``3W + 3``), a sixth resets (to a window drawn as :func:`windows` draws it).
+    ``3W + 3``), a sixth resets (to a window drawn as :func:`windows` draws it); with ``bad``
+    kinds, about one op in thirty is a bad call, the kinds equally likely (last in the table,
+    so shrinking drops them first; the error tour sends every kind anyway).
 
     The table lists each outcome as often as its weight asks (simplest first, so shrinking
     heads for a push); a chunk of any size or a reset draws its number with a second draw. One
@@ -64,17 +79,23 @@ def _op_templates(window: int, window_max: int) -> tuple[st.SearchStrategy, tupl
     for r in resets:
         table += [r] * (unit // 18)
     assert len(table) == unit
+    if bad:
+        table *= -(-30 * len(bad) // unit)  # repeated whole, so every kind can have one entry in ~30
+        table += [("bad", kind) for kind in bad]
     return st.sampled_from(range(len(table))), tuple(table)
 
 
 @st.composite
-def op_lists(draw, window: int, max_ops: int = 24, window_max: int = 16, max_tokens: int | None = None):
-    """A list of ops for a stream that starts with ``window``; resets may change the window."""
+def op_lists(draw, window: int, max_ops: int = 24, window_max: int = 16, max_tokens: int | None = None,
+             bad: tuple[str, ...] = ()):
+    """A list of ops for a stream that starts with ``window``; resets may change the window; bad calls
+    of the ``bad`` kinds are interleaved."""
     ops: list[Op] = []
     w = window
     tokens = 0
+    bad = tuple(bad)
     for _ in range(draw(_integers(0, max_ops))):
-        pick, table = _op_templates(w, window_max)
+        pick, table = _op_templates(w, window_max, bad)
         kind, arg = table[draw(pick)]
         if kind == "push":
             op: Op = Push()
@@ -82,6 +103,8 @@ def op_lists(draw, window: int, max_ops: int = 24, window_max: int = 16, max_tok
             op = Chunk(arg)
         elif kind == "chunk":
             op = Chunk(draw(arg))
+        elif kind == "bad":
+            op = Bad(arg)
         else:
             w = draw(arg)
             op = Reset(w)
@@ -94,25 +117,28 @@ def op_lists(draw, window: int, max_ops: int = 24, window_max: int = 16, max_tok
 
 @st.composite
 def cases(draw, window_max: int = 16, max_ops: int = 24, max_tokens: int | None = None,
-          start_window: int | None = None) -> Case:
-    """A boundary-biased :class:`~fuzz.ops.Case` (starting at ``start_window`` when given)."""
+          start_window: int | None = None, bad: tuple[str, ...] = ()) -> Case:
+    """A boundary-biased :class:`~fuzz.ops.Case` (starting at ``start_window`` when given), with bad
+    calls of the ``bad`` kinds (a target's ``bad_kinds``) interleaved."""
     w = draw(windows(window_max)) if start_window is None else start_window
-    return Case(w, tuple(draw(op_lists(w, max_ops, window_max, max_tokens))))
+    return Case(w, tuple(draw(op_lists(w, max_ops, window_max, max_tokens, tuple(bad)))))
 
 
-def boundary_tours(window_max: int = 16, max_tokens: int | None = None) -> list[Case]:
+def boundary_tours(window_max: int = 16, max_tokens: int | None = None, bad: tuple[str, ...] = ()) -> list[Case]:
     """A few explicit cases that walk through every boundary at once — a fuzzer's seed corpus.
 
     For small windows, one stream reaches ``W - 1``, ``W`` and ``W + 1`` token by token,
     then takes chunks of ``W``, ``W + 1``, ``1``, ``2W + 3`` and ``0`` at an unaligned
     position, resets exactly when full, fills with one chunk of exactly ``W``, widens
-    the window and overflows it by one from empty. The campaign runs these first
+    the window and overflows it by one from empty.     The campaign runs these first
     (Hypothesis's explicit phase), so the common boundary bugs die in the first few
     examples instead of waiting for the random phase to find them; ops past
-    ``max_tokens`` are dropped so each tour fits the target.
+    ``max_tokens`` are dropped so each tour fits the target. Then, for a target with an
+    error contract (``bad``: its ``bad_kinds``), the :func:`error_tour`, and for a target that
+    takes that many tokens, the :func:`long_tour`.
     """
     tours = []
-    for w in sorted({1, 2, 3, 5} & set(range(1, window_max + 1))):
+    for w in [w for w in (1, 2, 3, 5) if w <= window_max]:
         ops: list[Op] = [Push()] * (w + 1) + [Chunk(w), Chunk(w + 1), Chunk(1), Chunk(2 * w + 3), Chunk(0),
                                               Reset(w), Chunk(w), Chunk(1), Push()]
         if w + 1 <= window_max:
@@ -125,7 +151,44 @@ def boundary_tours(window_max: int = 16, max_tokens: int | None = None) -> list[
                 break
             kept.append(op)
         tours.append(Case(w, tuple(kept)))
+    if bad:
+        tours.append(error_tour(tuple(bad), window_max))
+    long = long_tour(window_max)
+    if max_tokens is None or long.tokens <= max_tokens:
+        tours.append(long)
     return tours
+
+
+def error_tour(kinds: tuple[str, ...], window_max: int = 16) -> Case:
+    """Every bad call of ``kinds`` (a target's error contract, :mod:`fuzz.targets.ring_errors`), sent
+    on an empty stream, a partly filled one, a full one after the first eviction, after a chunk
+    longer than the window and after a reset to a wider window."""
+    w = min(3, window_max)
+    every = [Bad(k) for k in kinds]
+    ops: list[Op] = [*every, Push(), *every, Push(), Push(), Push(), *every, Chunk(w + 2), *every]
+    if w + 1 <= window_max:
+        ops += [Reset(w + 1), Push(), *every]
+    return Case(w, tuple(ops))
+
+
+#: Where the long tour's pushes cross, step by step: int16 and uint16 positions overflow here.
+LONG_CROSSINGS = (1 << 15, 1 << 16)
+#: How far the long tour goes.
+LONG_TOKENS = 70_001
+
+
+def long_tour(window_max: int = 16) -> Case:
+    """One stream at a small window past positions 2**15, 2**16 and 70 000, cheaply: a chunk up to
+    two positions before each crossing (a cache keeps only its last W entries of it), then single
+    pushes across it, each checked; positions are compared exactly."""
+    w = min(3, window_max)
+    ops: list[Op] = []
+    n = 0
+    for cross in LONG_CROSSINGS:
+        ops += [Chunk(cross - 3 - n), Push(), Push(), Push(), Push()]
+        n = cross + 1
+    ops += [Chunk(LONG_TOKENS - 1 - n), Push()]
+    return Case(w, tuple(ops))
 
 
 def uniform_case(rng, window_max: int = 16, max_ops: int = 24, max_chunk: int | None = None,

@@ -30,6 +30,12 @@ CSRC = next((d for d in (Path(__file__).resolve().parent / "csrc", ROOT / "csrc"
 CFLAGS = ["-O2", "-std=c11"]
 #: What a copy of the ring needs: the one translation unit and the headers it includes.
 SOURCES = ("ringkv.c", "ringkv.h", "ringkv_index.h")
+#: Extra flags of a sanitized build: ASan and UBSan, every UBSan report fatal (a finding, not a warning).
+SANITIZE_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer",
+                  "-g", "-O1"]
+#: Set (to ``1``) in a process whose project-built libraries must be sanitized (``kvwindow fuzz --sanitize``
+#: sets it in the isolated child, so a C mutant built there is built with :data:`SANITIZE_FLAGS`).
+SANITIZE_ENV = "KVWINDOW_SANITIZE"
 
 
 class CompileError(RuntimeError):
@@ -70,18 +76,35 @@ def compiler() -> str:
     return cc
 
 
+def asan_runtime(cc: str | None = None) -> str | None:
+    """The path of the compiler's ASan runtime (what a process must preload to load a sanitized
+    library), or ``None`` when the toolchain has none."""
+    try:
+        cc = cc or compiler()
+        out = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    path = out.stdout.strip()
+    return path if out.returncode == 0 and os.path.isabs(path) and os.path.exists(path) else None
+
+
 def compile_ring_library(dest: str | Path, *, replace: tuple[str, str] | None = None,
-                         file: str = "ringkv.c") -> Path:
+                         file: str = "ringkv.c", sanitize: bool | None = None) -> Path:
     """Compile ``csrc/ringkv.c`` into the shared library ``dest`` (written atomically).
 
     ``replace=(old, new)`` edits ``file`` (``ringkv.c`` or one of its headers) first — how tests,
     mutants and users build a deliberately broken copy the campaign must catch; ``old`` must occur
     exactly once. The copy is compiled in a temporary directory, so nothing but ``dest`` is written.
+    ``sanitize`` adds :data:`SANITIZE_FLAGS` (default: whether :data:`SANITIZE_ENV` is set); such a
+    library loads only into a process with the ASan runtime preloaded (``kvwindow fuzz --sanitize``).
     Raises :class:`NoCompiler`, ``ValueError`` (a stale edit) or :class:`CompileError`.
     """
     if file not in SOURCES:
         raise ValueError(f"file must be one of {', '.join(SOURCES)}, got {file!r}")
+    if sanitize is None:
+        sanitize = bool(os.environ.get(SANITIZE_ENV))
     cc = compiler()
+    flags = [*CFLAGS, *SANITIZE_FLAGS] if sanitize else CFLAGS
     dest = Path(dest)
     with tempfile.TemporaryDirectory(prefix="kvwindow-ring-") as tmp:
         work = Path(tmp)
@@ -92,7 +115,7 @@ def compile_ring_library(dest: str | Path, *, replace: tuple[str, str] | None = 
             (work / name).write_text(text)
         dest.parent.mkdir(parents=True, exist_ok=True)
         part = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-        proc = subprocess.run([cc, *CFLAGS, "-fPIC", "-shared", f"-I{work}", str(work / "ringkv.c"),
+        proc = subprocess.run([cc, *flags, "-fPIC", "-shared", f"-I{work}", str(work / "ringkv.c"),
                                "-o", str(part)], capture_output=True, text=True)
         if proc.returncode != 0:
             part.unlink(missing_ok=True)

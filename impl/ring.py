@@ -193,6 +193,7 @@ class CRing:
         self._ffi, self._lib = self._b.ffi, self._b.lib
         self._h = None
         self._count = self._ffi.new("int64_t *")
+        self._sum = self._ffi.new("uint64_t *")
         self._buffers = self._empty_buffers(8)
 
     # -- plumbing ---------------------------------------------------------
@@ -385,7 +386,7 @@ class CRing:
         return self._ffi, self._lib, self._handle("c_handle")
 
     def checksum(self) -> int:
-        out = self._ffi.new("uint64_t *")
+        out = self._sum
         rc = self._lib.ringkv_checksum(self._handle("ringkv_checksum"), out)
         if rc != OK:
             self._fail(rc, "ringkv_checksum", "checksum failed")

@@ -18,9 +18,17 @@ def window_positions(n: int, w: int) -> np.ndarray:
     """``int64[n, w]``: row ``t`` = positions of ``lastWindow w [0..t]``, padded with ``PAD``."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise ValueError(f"stream length must be an int >= 0, got {n!r}")
+    return window_rows(0, n, w)
+
+
+def window_rows(first: int, n: int, w: int) -> np.ndarray:
+    """``int64[n, w]``: rows ``first .. first + n - 1`` of ``window_positions(first + n, w)``, without
+    the rows before them (the window after each push of a run that starts at position ``first``)."""
     if isinstance(w, bool) or not isinstance(w, (int, np.integer)) or w < 1:
         raise ValueError(f"window must be an int >= 1, got {w!r}")
-    t = np.arange(n, dtype=np.int64)[:, None]
+    if first < 0 or n < 0:
+        raise ValueError(f"first position and count must be >= 0, got {first!r} and {n!r}")
+    t = np.arange(first, first + n, dtype=np.int64)[:, None]
     length = np.minimum(t + 1, w)             # min w (t + 1) entries after t + 1 pushes
     start = t + 1 - length                    # oldest surviving position
     j = np.arange(w, dtype=np.int64)[None, :]

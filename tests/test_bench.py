@@ -15,7 +15,7 @@ from fuzz.bench.budgets import BUDGETS
 from impl.errors import Unavailable
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-SECTIONS = ("throughput", "peer", "mutants", "decode", "gpu")
+SECTIONS = ("throughput", "peer", "isolation", "mutants", "decode", "gpu", "long")
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,8 @@ def test_report_files_exist(smoke):
     out, report = smoke
     assert (out / "report.json").is_file() and (out / "report.md").is_file()
     md = (out / "report.md").read_text()
-    for heading in ("## 1. Throughput", "## 2. Peer", "## 3. Mutants", "## 4. Decode", "## 5. GPU"):
+    for heading in ("## 1. Throughput", "## 2. Peer", "## 2b. Isolation", "## 3. Mutants", "## 4. Decode",
+                    "## 5. GPU"):
         assert heading in md
 
 
@@ -136,3 +137,32 @@ def test_the_peer_catches_a_broken_ring(monkeypatch):
     monkeypatch.setattr(CRing, "contents", lambda self: real(self)[1:] if len(self) == self.window else real(self))
     with pytest.raises((AssertionError, Flaky)):
         peer.measure_peer(4, 5.0)
+
+
+def test_isolation_cost_measured_side_by_side(smoke):
+    """ring-c in process and in an isolated child, each repeat both sides, at the budget's windows."""
+    _, report = smoke
+    sec = report["sections"]["isolation"]
+    assert sec["status"] == "ok"
+    for r in sec["rows"]:
+        a, c = r["in_process_tokens_per_s"], r["child_tokens_per_s"]
+        assert a["n"] == c["n"] == report["budget"]["repeats"] and a["median"] > 0 and c["median"] > 0
+        assert r["in_process_examples"] > 0 and r["child_examples"] > 0
+    assert {r["window"] for r in sec["ratios"]} == set(report["budget"]["isolation_windows"])
+    assert all(r["goal"] == "<= 1.5" for r in sec["ratios"])
+
+
+def test_long_section_reports_the_bulk_phase_share_in_process_and_isolated(smoke):
+    """The bulk phase of a default ring-c campaign, in this process and in the isolated child kvwindow fuzz
+    uses (its bulk phase a request to the child): tokens and a share of the time; pyring has none."""
+    from fuzz.targets.ring_bulk import BULK_TOKENS
+
+    _, report = smoke
+    sec = report["sections"]["long"]
+    assert sec["status"] == "ok"
+    rows = {r["target"]: r for r in sec["rows"]}
+    assert set(rows) == {"ring-c", "ring-c (isolated)", "pyring"}
+    for name in ("ring-c", "ring-c (isolated)"):
+        assert rows[name]["bulk_tokens"]["median"] >= BULK_TOKENS, name
+        assert 0 < rows[name]["bulk_time_share"]["median"] < 1 and rows[name]["long_tour_s"]["median"] > 0
+    assert rows["pyring"]["bulk_tokens"]["median"] == 0

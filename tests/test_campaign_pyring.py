@@ -1,6 +1,7 @@
 """The first campaign: pyring runs clean, and a broken ring is caught and shrunk to a seed."""
 
 import json
+from pathlib import Path
 
 from fuzz import campaign, seeds
 from fuzz.cli import main
@@ -27,7 +28,7 @@ def test_broken_ring_is_caught_and_shrunk(tmp_path):
     # Shrunk: the minimal trigger is a first eviction, W + 1 pushes of W = 1, or one chunk.
     assert len(stored.case.ops) <= 2
     assert stored.found["target"] == "broken-ring"
-    assert json.loads(open(res.failures[0].seed_path).read())["id"] == stored.id
+    assert json.loads(Path(res.failures[0].seed_path).read_text())["id"] == stored.id
 
 
 def test_cli_fuzz_exit_codes(tmp_path, capsys):
@@ -37,8 +38,7 @@ def test_cli_fuzz_exit_codes(tmp_path, capsys):
 
 
 def test_cli_fuzz_py_target_exits_1_on_bug(tmp_path, monkeypatch):
-    monkeypatch.setattr(seeds, "SEED_DIR", tmp_path)
-    monkeypatch.setattr(campaign.seedstore, "SEED_DIR", tmp_path)
+    monkeypatch.setenv("KVWINDOW_SEEDS", str(tmp_path))  # the CLI's default seeds directory (seeds.default_seeds_dir)
     rc = main(["fuzz", "--target", BUGGY, "--time", "20", "--seed", "0"])
     assert rc == 1
     assert list(tmp_path.glob("*.json"))

@@ -2,16 +2,15 @@
 
 import json
 import os
-import shutil
-import socket
-import subprocess
 import time
 
 import pytest
 
 from fuzz.cli import main
+from fuzz.targets import registry
 from fuzz.strategies import boundary_tours
 from tests.support.caches import BUGGY, WIDE_BUGGY
+from tests.support.redis_server import free_port, redis_server
 
 
 def test_workers_run_in_parallel_and_merge(tmp_path, capsys):
@@ -39,38 +38,10 @@ def test_workers_dedupe_a_shared_bug(tmp_path, capsys):
     assert files and len(files) == len({f["seed_id"] for f in doc["failures"]})
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def redis_url(tmp_path):
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server binary not found (apt-get install redis-server; .ci/run installs it)")
-    pytest.importorskip("redis", reason="the redis client is not installed (pip install 'kvwindow[dev]')")
-    import redis
-
-    port = _free_port()
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", str(tmp_path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
-        for _ in range(100):
-            try:
-                redis.Redis.from_url(url).ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        else:
-            pytest.fail("redis-server did not start")
+    with redis_server(tmp_path) as (url, _):
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def test_redis_database_is_shared(redis_url, tmp_path, capsys):
@@ -87,10 +58,12 @@ def test_redis_database_is_shared(redis_url, tmp_path, capsys):
     rc = main(["fuzz", "--target", WIDE_BUGGY, "--time", "30", "--seed", "99", "--db", redis_url,
                "--seeds-dir", str(sd), "--report", str(rep)])
     assert rc == 1
-    assert json.loads(rep.read_text())["targets"][0]["examples_to_fail"] == len(boundary_tours()) + 1
+    target = registry.resolve(WIDE_BUGGY)  # its tours: the boundary tours, its error tour, the long tour
+    tours = boundary_tours(16, target.max_tokens, target.bad_kinds)
+    assert json.loads(rep.read_text())["targets"][0]["examples_to_fail"] == len(tours) + 1
 
 
 def test_unreachable_redis_is_a_usage_error(capsys):
     pytest.importorskip("redis")
-    rc = main(["fuzz", "--target", "pyring", "--time", "1", "--db", f"redis://127.0.0.1:{_free_port()}/0"])
+    rc = main(["fuzz", "--target", "pyring", "--time", "1", "--db", f"redis://127.0.0.1:{free_port()}/0"])
     assert rc == 2 and "cannot reach Redis" in capsys.readouterr().err

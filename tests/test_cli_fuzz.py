@@ -1,21 +1,16 @@
 """kvwindow fuzz: target listing, JSON report, plain progress lines, bad input (exit 2), Ctrl-C, bench/prove wiring."""
 
 import json
-import os
 import shutil
 import signal
 import subprocess
-import sys
-import threading
-from pathlib import Path
 
 import pytest
 
 from fuzz.cli import main
 from fuzz.oracle import PHASES
 from tests.support.caches import BUGGY, NO_CONTENTS
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.fuzz_process import signal_when, start
 
 
 def run(capsys, *argv):
@@ -135,39 +130,22 @@ def test_bench_and_prove_are_wired(monkeypatch, capsys):
 
 
 def test_ctrl_c_keeps_report_and_seeds(tmp_path):
-    rep = tmp_path / "r.json"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "fuzz.cli", "fuzz", "--target", "pyring", "--time", "120",
-                             "--plain", "--report", str(rep), "--seeds-dir", str(tmp_path / "s"),
-                             "--db", str(tmp_path / "db")],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start(tmp_path, "--target", "pyring", "--time", "120")
     # Interrupt only once the campaign is running (a progress line with examples), however slow the machine.
-    watchdog = threading.Timer(120, proc.kill)
-    watchdog.start()
-    seen = []
-    try:
-        for line in proc.stdout:
-            seen.append(line)
-            if "examples=" in line and "examples=0 " not in line:
-                break
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        watchdog.cancel()
-    out = "".join(seen) + out
+    out, err = signal_when(proc, lambda line: "examples=" in line and "examples=0 " not in line, signal.SIGINT)
     assert proc.returncode == 130, (out, err)
     assert "interrupted" in out
-    doc = json.loads(rep.read_text())
+    doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["interrupted"] is True and doc["targets"][0]["examples"] > 0
 
 
 def test_targets_resolve_once_and_the_report_carries_the_config(tmp_path, capsys, monkeypatch):
     from fuzz.config import CampaignConfig
-    from fuzz.targets import registry
+    from fuzz.targets import isolated
 
     calls = []
-    resolve = registry.resolve
-    monkeypatch.setattr(registry, "resolve", lambda spec: calls.append(spec) or resolve(spec))
+    resolve = isolated.resolve  # the CLI's one resolver (ring-c is built in its isolated child)
+    monkeypatch.setattr(isolated, "resolve", lambda spec, config=None: calls.append(spec) or resolve(spec, config))
     rep = tmp_path / "r.json"
     rc, _, _ = run(capsys, "fuzz", "--target", "pyring", "--target", "ring-c", "--time", "2", "--seed", "5",
                    "--report", str(rep), "--seeds-dir", str(tmp_path / "s"), "--db", str(tmp_path / "db"))

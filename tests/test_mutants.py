@@ -55,6 +55,23 @@ def test_every_mutant_is_killed_within_bound():
             assert k.reason  # unavailable mutants say why
 
 
+def test_the_kill_table_runs_c_mutants_in_an_isolated_child_and_stops_it():
+    """C mutants are native targets: the kill table runs them as every campaign does (issue 13), and the
+    new ones of issue 14 (an error path, a repeated position, a narrowed trace) are still killed there."""
+    from fuzz.killtable import _campaign_target
+    from fuzz.targets.isolated import IsolatedTarget
+
+    cfg = CampaignConfig(seconds=30, max_examples=BOUND + 40, campaign_seed=0, save_seeds=False)
+    (c_mutant,) = select(["c-len-W+1"])
+    with _campaign_target(c_mutant, cfg) as t:
+        assert isinstance(t, IsolatedTarget) and t.name == "mutant:c-len-W+1" and t.traced
+    assert not isinstance(_campaign_target(c_mutant, cfg.replace(isolate=False)), IsolatedTarget)
+    assert not isinstance(_campaign_target(select(["ring-keeps-W+1"])[0], cfg), IsolatedTarget)
+    new = ["c-error-path-moves-state", "c-accepts-repeated-position", "c-trace-int16-positions"]
+    results = run_mutants(cfg, repeats=2, only=new)
+    assert [k.name for k in results] == new and all(k.killed_every_repeat for k in results), results
+
+
 #: Mutants that are right on every stream except at one exact boundary, with a case that
 #: hits the boundary (must fail) and cases that come close but miss it (must pass).
 BOUNDARY = {

@@ -32,6 +32,11 @@ class Budget:
     #: the peer comparison: windows, and seconds per side, window and repeat
     peer_windows: tuple[int, ...] = (8, 16, 64)
     peer_s: float = 1.0
+    #: crash isolation: ring-c in process vs in an isolated child, windows and seconds per side
+    isolation_windows: tuple[int, ...] = (16,)
+    isolation_s: float = 1.0
+    #: the long section: seconds of each default ring-c campaign whose bulk phase and long tour are timed
+    long_s: float = 5.0
 
 
 BUDGETS = {
@@ -39,13 +44,15 @@ BUDGETS = {
     "smoke": Budget("smoke", repeats=2, windows=(8, 64), stateful_s=0.25, bulk_n=2_000, bulk_width=16,
                     extra_targets=(), mutant_s=0.5, mutant_max_examples=200,
                     mutant_only=("ring-keeps-W+1", "ring-position-is-slot", "c-len-W+1"), mutant_repeats=2,
-                    decode_window=8, decode_tokens=2, gpu_iters=2, peer_windows=(8,), peer_s=0.25),
+                    decode_window=8, decode_tokens=2, gpu_iters=2, peer_windows=(8,), peer_s=0.25,
+                    isolation_s=0.25, long_s=0.5),
     "quick": Budget("quick", repeats=3, windows=(8, 64, 512), stateful_s=0.7, bulk_n=20_000, bulk_width=16,
                     extra_targets=("decoder",), mutant_s=1.5, mutant_max_examples=2_000,
                     mutant_only=None, mutant_repeats=3,
-                    decode_window=32, decode_tokens=16, gpu_iters=10, peer_s=0.5),
+                    decode_window=32, decode_tokens=16, gpu_iters=10, peer_s=0.5, isolation_s=0.5, long_s=2.0),
     "full": Budget("full", repeats=5, windows=(8, 16, 64, 512), stateful_s=2.0, bulk_n=200_000,
                    bulk_width=16, extra_targets=None, mutant_s=8.0, mutant_max_examples=20_000,
                    mutant_only=None, mutant_repeats=5,
-                   decode_window=64, decode_tokens=32, gpu_iters=50, peer_s=3.0),
+                   decode_window=64, decode_tokens=32, gpu_iters=50, peer_s=3.0,
+                   isolation_windows=(8, 16, 64), isolation_s=3.0, long_s=10.0),
 }

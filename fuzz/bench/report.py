@@ -84,6 +84,24 @@ def render_markdown(rep: dict) -> str:
                      f"{reached}/{len(r['campaign_phases'])} |")
         L.append("")
 
+    s = rep["sections"].get("isolation", {"status": "not measured (a report of an older version)"})
+    L += ["## 2b. Isolation: ring-c in process vs in an isolated child", ""]
+    if _na(s):
+        L += [f"{_na(s)}", ""]
+    else:
+        L += [f"The same campaign (`{s['campaign']}`) on `ring-c` in this process and through `{s['isolated']}` "
+              "(the default for native targets: every case runs in a forked child that a segfault cannot take the "
+              f"campaign down with; one round trip per case), {s['seconds_per_cell']:g} s per side, window and "
+              "repeat, interleaved. Goal: in-process / child <= 1.5.", "",
+              "| W | in-process tokens/s (median) | min–max | child tokens/s (median) | min–max | in-process / child |",
+              "|---:|---:|---:|---:|---:|---:|"]
+        by_w = {r["window"]: r for r in s["ratios"]}
+        for r in s["rows"]:
+            a, c = r["in_process_tokens_per_s"], r["child_tokens_per_s"]
+            L.append(f"| {r['window']} | {fmt(a['median'])} | {fmt(a['min'])}–{fmt(a['max'])} | "
+                     f"{fmt(c['median'])} | {fmt(c['min'])}–{fmt(c['max'])} | {fmt_ratio(by_w.get(r['window']))} |")
+        L.append("")
+
     s = rep["sections"]["mutants"]
     L += ["## 3. Mutants: cost to kill, boundary-biased vs uniform baseline", ""]
     if _na(s):
@@ -148,6 +166,27 @@ def render_markdown(rep: dict) -> str:
               "|---|---:|---:|"]
         for k, st_ in s["summary"].items():
             L.append(f"| {k} | {fmt(st_['median'])} | {fmt(st_['min'])}–{fmt(st_['max'])} |")
+        L.append("")
+    s = rep["sections"].get("long", {"status": "not run"})
+    L += ["## 6. Long streams: the bulk phase's share of a default campaign, the long tour's cost", ""]
+    if _na(s):
+        L += [f"{_na(s)}", ""]
+    else:
+        L += [f"`{s['function']}`: a default campaign ({s['seconds_per_campaign']:g} s, window_max 16, boundary "
+              "tours, error tour, long tour, bulk phase) per target and repeat. Bulk phase: every C target "
+              "pushes at least 100 k tokens through `ringkv_trace`, every step checked (one stream past "
+              "2^16); its time share is bulk seconds over campaign seconds, its token share bulk tokens over "
+              "all spec-checked tokens; `ring-c (isolated)` is the campaign as `kvwindow fuzz` runs it, its "
+              "bulk phase a request to the child. Long tour: one stream past 2^15, 2^16 and 70 000 (every "
+              "campaign runs it once, unless the target is too slow to end it within the budget), timed alone.", "",
+              "| target | bulk share of time | bulk share of tokens | bulk tokens | bulk seconds | "
+              "bulk tokens/s | long tour tokens | long tour seconds |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in s["rows"]:
+            pct = lambda x: None if x is None else 100 * x  # noqa: E731
+            L.append(f"| {r['target']} | {fmt(pct(r['bulk_time_share']['median']), ' %')} | "
+                     f"{fmt(pct(r['bulk_token_share']['median']), ' %')} | {fmt(r['bulk_tokens']['median'])} | "
+                     f"{fmt(r['bulk_seconds']['median'])} | {fmt(r['bulk_tokens_per_s']['median'])} | "
+                     f"{fmt(r['long_tour_tokens'])} | {fmt(r['long_tour_s']['median'])} |")
         L.append("")
     if rep.get("errors"):
         L += ["## Errors", ""] + [f"- {e}" for e in rep["errors"]] + [""]

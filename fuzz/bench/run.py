@@ -10,13 +10,17 @@ One command measures what a harness costs and what it finds, and draws it
 2. **peer** — the ``ring-c`` campaign's tokens/s over the tokens/s of a plain
    Hypothesis state machine over the same C ring written as a user would
    (:mod:`fuzz.bench.peer`), at ``W`` in {8, 16, 64};
+2b. **isolation** — the ``ring-c`` campaign's tokens/s in this process over its tokens/s in an
+   isolated child (:mod:`fuzz.targets.isolated`, the default for native targets), at ``W`` = 16;
 3. **mutants** — examples- and seconds-to-kill per mutant, boundary-biased
    strategies versus the uniform-random baseline;
 4. **decode** — per-token decode time versus ``t`` for the ring-buffer cache and
    for full recompute, and KV bytes held versus the formula
    ``2 · layers · kv_heads · head_dim · W · bytes`` (:mod:`fuzz.bench.decode`);
 5. **gpu** — the CUDA decode-attention kernel (:mod:`fuzz.bench.gpu`), or one line
-   saying why it was skipped.
+   saying why it was skipped;
+6. **long** — the bulk phase's share of a default ``ring-c`` campaign's time and tokens, and
+   what the long tour (past 2**15, 2**16 and 70 000) costs a campaign.
 
 Every comparison is measured side by side in the same run, repeat by repeat
 (interleaved, so a noisy neighbour slows both sides of a ratio alike), and
@@ -126,9 +130,14 @@ def main(argv: list[str] | None = None) -> int:
     for name, sec in rep["sections"].items():
         if sec.get("status") != "ok":
             print(f"  {name}: {sec['status']}")
-    peer = rep["sections"].get("peer", {})
-    for r in peer.get("ratios", []):
-        print(f"  {r['label']}: median {r['median']:.2f} (min {r['min']:.2f}, max {r['max']:.2f}, n={r['n']})")
+    for name in ("peer", "isolation"):
+        for r in rep["sections"].get(name, {}).get("ratios", []):
+            print(f"  {r['label']}: median {r['median']:.2f} (min {r['min']:.2f}, max {r['max']:.2f}, n={r['n']})")
+    for r in rep["sections"].get("long", {}).get("rows", []):
+        share = r["bulk_time_share"]["median"], r["bulk_token_share"]["median"]
+        bulk = (f"bulk phase {100 * share[0]:.1f}% of the time, {100 * share[1]:.1f}% of the tokens; "
+                if share[0] is not None and r["bulk_tokens"]["median"] else "no bulk phase; ")
+        print(f"  {r['target']} default campaign: {bulk}long tour {r['long_tour_s']['median']:.3f} s")
     return 0
 
 

@@ -21,7 +21,9 @@ BULK_FN = "fuzz.bench.throughput:measure_bulk"
 PEER_FN = "fuzz.bench.peer:measure_peer"
 MUTANTS_FN = "fuzz.killtable:run_mutants"
 DECODE_FN = "fuzz.bench.decode:measure_decode"
+ISOLATED_FN = "fuzz.targets.isolated:IsolatedTarget"
 GPU_FN = "fuzz.bench.gpu:measure_decode_attention"
+LONG_FN = "fuzz.bench.throughput:measure_long"
 
 
 def helper(path: str) -> Any:
@@ -351,11 +353,95 @@ def section_gpu(b: Budget, log: Callable[[str], None]) -> dict[str, Any]:
             "ratios": ratios}
 
 
+# ---------------------------------------------------------------------------
+# isolation: what running a native target in a supervised child costs
+
+
+def section_isolation(b: Budget, log: Callable[[str], None]) -> dict[str, Any]:
+    """The ``ring-c`` campaign (:data:`CAMPAIGN_FN`) in this process and in an isolated child
+    (:data:`ISOLATED_FN`, what ``kvwindow fuzz`` runs by default), interleaved at each ``W``:
+    in-process tokens/s over child tokens/s. Goal: at most 1.5."""
+    from fuzz.targets import registry
+
+    measure_campaign, isolated = helper(CAMPAIGN_FN), helper(ISOLATED_FN)
+    target, why = registry.probe("ring-c")
+    if target is None:
+        raise Unavailable(f"ring-c: {why}")
+    child = isolated("ring-c")
+    try:
+        for w in b.isolation_windows[:1]:  # warm-up, not recorded
+            measure_campaign(target, w, 0.2, campaign_seed=0)
+            measure_campaign(child, w, 0.2, campaign_seed=0)
+        raw: dict[int, dict[str, list[dict]]] = {w: {"in_process": [], "child": []} for w in b.isolation_windows}
+        for rep in range(b.repeats):
+            for w in b.isolation_windows:
+                raw[w]["in_process"].append(measure_campaign(target, w, b.isolation_s, campaign_seed=rep * 1000 + w))
+                raw[w]["child"].append(measure_campaign(child, w, b.isolation_s, campaign_seed=rep * 1000 + w))
+            log(f"  isolation repeat {rep + 1}/{b.repeats} done")
+    finally:
+        child.close()
+    rows, ratios = [], []
+    for w, sides in raw.items():
+        here, there = sides["in_process"], sides["child"]
+        rows.append({"window": w, "in_process_tokens_per_s": stats([r["tokens_per_s"] for r in here]),
+                     "child_tokens_per_s": stats([r["tokens_per_s"] for r in there]),
+                     "in_process_examples_per_s": stats([r["examples_per_s"] for r in here]),
+                     "child_examples_per_s": stats([r["examples_per_s"] for r in there]),
+                     "in_process_examples": sum(r["examples"] for r in here),
+                     "child_examples": sum(r["examples"] for r in there)})
+        vals = [x["tokens_per_s"] / y["tokens_per_s"] for x, y in zip(here, there)
+                if x["tokens_per_s"] and y["tokens_per_s"]]
+        if vals:
+            ratios.append(ratio(vals, f"ring-c in process / in an isolated child, tokens/s, W={w}",
+                                "in-process tokens/s", "child tokens/s", window=w, goal="<= 1.5"))
+    return {"status": "ok", "campaign": CAMPAIGN_FN, "isolated": ISOLATED_FN, "seconds_per_cell": b.isolation_s,
+            "rows": rows, "ratios": ratios}
+
+
+# ---------------------------------------------------------------------------
+# long: the bulk phase and the long tour inside a default campaign
+
+
+def section_long(b: Budget, log: Callable[[str], None]) -> dict[str, Any]:
+    """Default campaigns of ``ring-c`` (bulk phase and long tour) in this process and in an isolated child
+    (:data:`ISOLATED_FN`, as ``kvwindow fuzz`` runs it: the bulk phase is a request to the child) and of
+    ``pyring`` (long tour only): the bulk phase's share of each campaign's time and tokens, and the long
+    tour's seconds (:data:`LONG_FN`)."""
+    from fuzz.targets import registry
+
+    measure, isolated = helper(LONG_FN), helper(ISOLATED_FN)
+    targets = {}
+    for name in ("ring-c", "pyring"):
+        t, why = registry.probe(name)
+        if t is None:
+            raise Unavailable(f"{name}: {why}")
+        targets[name] = t
+    targets["ring-c (isolated)"] = isolated("ring-c")
+    try:
+        raw: dict[str, list[dict]] = {name: [] for name in targets}
+        for rep in range(b.repeats):
+            for name, t in targets.items():
+                raw[name].append(plain(measure(t, b.long_s, campaign_seed=rep)))
+            log(f"  long repeat {rep + 1}/{b.repeats} done")
+    finally:
+        targets["ring-c (isolated)"].close()
+    rows = []
+    for name, reps in raw.items():
+        rows.append({"target": name, **{k: stats([r[k] for r in reps if r[k] is not None])
+                                        for k in ("bulk_time_share", "bulk_token_share", "bulk_tokens",
+                                                  "bulk_seconds", "bulk_tokens_per_s", "tokens", "long_tour_s")},
+                     "long_tour_tokens": reps[0]["long_tour_tokens"], "repeats": reps})
+    return {"status": "ok", "function": LONG_FN, "isolated": ISOLATED_FN, "seconds_per_campaign": b.long_s,
+            "rows": rows}
+
+
 #: Every section, in report order.
 SECTIONS: dict[str, Callable[[Budget, Callable[[str], None]], dict[str, Any]]] = {
     "throughput": section_throughput,
     "peer": section_peer,
+    "isolation": section_isolation,
     "mutants": section_mutants,
     "decode": section_decode,
     "gpu": section_gpu,
+    "long": section_long,
 }

@@ -37,6 +37,9 @@ class Mismatch(AssertionError):
         where = "after reset" if op is None else f"after op #{index} ({op.text})"
         super().__init__(f"{target}: {where}: {detail}")
 
+    def __reduce__(self):  # the outcomes cross process boundaries (an isolated child's replies)
+        return rebuild, (type(self), (self.target, self.index, self.op, self.detail), {})
+
 
 #: Failure kinds, as reports and :class:`fuzz.results.Failure` name them.
 MISMATCH, CRASH, HARNESS = "mismatch", "crash", "harness"
@@ -47,12 +50,28 @@ FINDINGS = (MISMATCH, CRASH)
 class Crash(Exception):
     """The implementation under test died (a signal, an abort), timed out, broke a memory limit, or
     raised on a spec-valid op. ``index``/``op`` name the op that was running (``-1``/``None``: the
-    reset that starts the case); ``signal`` is the signal's name when the process died of one."""
+    reset that starts the case; ``None``/``None``: a target that does not publish its op, see
+    :attr:`Target.op_slot`); ``signal`` is the signal's name when the process died of one."""
 
-    def __init__(self, target: str, index: int, op: Op | None, detail: str, *, signal: str | None = None):
+    def __init__(self, target: str, index: int | None, op: Op | None, detail: str, *, signal: str | None = None):
         self.target, self.index, self.op, self.detail, self.signal = target, index, op, detail, signal
-        where = "at the opening reset" if op is None else f"at op #{index} ({op.text})"
+        where = ("while running the case" if index is None else
+                 "at the opening reset" if op is None else f"at op #{index} ({op.text})")
         super().__init__(f"{target}: {signal + ' ' if signal else ''}{where}: {detail}")
+
+    def __reduce__(self):
+        return rebuild, (type(self), (self.target, self.index, self.op, self.detail), {"signal": self.signal})
+
+
+def crash_from(target: str, index: int | None, op: Op | None, error: BaseException) -> Crash:
+    """The :class:`Crash` an exception the implementation raised at op ``index`` stands for (``-1``: the opening
+    reset; ``None``: not at an op of a case, e.g. in the bulk phase)."""
+    return Crash(target, index, op, f"raised {type(error).__name__}: {error}")
+
+
+def rebuild(cls: type, args: tuple, kwargs: dict) -> BaseException:
+    """``cls(*args, **kwargs)``: how the outcome exceptions are unpickled (their constructors take parts)."""
+    return cls(*args, **kwargs)
 
 
 class HarnessFault(Exception):
@@ -62,6 +81,9 @@ class HarnessFault(Exception):
     def __init__(self, target: str, reason: str):
         self.target, self.reason = target, reason
         super().__init__(f"{target}: harness fault: {reason}")
+
+    def __reduce__(self):
+        return rebuild, (type(self), (self.target, self.reason), {})
 
 
 def failure_kind(error: BaseException) -> str:
@@ -98,15 +120,44 @@ class Target(ABC):
     window_max: int | None = None
     #: Largest stream length per case the campaign should generate (model targets are slower).
     max_tokens: int | None = None
+    #: Where :meth:`run` publishes the index of the op it is running (``slot[OP] = i``; ``-1`` the
+    #: opening reset), so a supervising process can name the op a native death happened at
+    #: (:mod:`fuzz.targets.isolated`; the layout: :mod:`fuzz.targets.progress`). ``None`` outside a
+    #: supervised child: the loop skips the write.
+    op_slot = None
+    #: The shared checksum buffer a trace call writes its per-push progress into while supervised
+    #: (:func:`fuzz.targets.progress.trace_buffer`), or ``None``.
+    trace_sums = None
+    #: Whether :meth:`run` writes :attr:`op_slot` (a target that does not is named "while running the case").
+    publishes_ops: bool = False
+    #: The ``bad:KIND`` ops this target's error contract takes (:mod:`fuzz.targets.ring_errors`).
+    bad_kinds: tuple[str, ...] = ()
 
     def accepts(self, case: Case) -> str | None:
-        """``None`` if the case fits this target, else why not (e.g. a window above ``window_max``)."""
-        if self.window_max is None:
-            return None
-        widest = case.widest_window()
-        if widest > self.window_max:
-            return f"window {widest} exceeds {self.name}'s maximum {self.window_max}"
+        """``None`` if the case fits this target, else why not (a window above ``window_max``, a
+        bad call its error contract does not cover)."""
+        if self.window_max is not None:
+            widest = case.widest_window()
+            if widest > self.window_max:
+                return f"window {widest} exceeds {self.name}'s maximum {self.window_max}"
+        if self.max_tokens is not None and case.tokens > self.max_tokens:
+            return f"{case.tokens} tokens exceed {self.name}'s maximum {self.max_tokens} per case"
+        extra = case.bad_kinds().difference(self.bad_kinds)
+        if extra:
+            takes = f"it takes {', '.join('bad:' + k for k in self.bad_kinds)}" if self.bad_kinds else \
+                "it has no error contract (a py: class gets one by declaring validates_positions = True)"
+            calls = "is not a call" if len(extra) == 1 else "are not calls"
+            return f"{', '.join(sorted('bad:' + k for k in extra))} {calls} {self.name} can take; {takes}"
         return None
+
+    def configured(self, config) -> "Target":
+        """This target as ``config`` (a :class:`fuzz.config.CampaignConfig`) asks, e.g. with its payload
+        width and dtype; targets with nothing to configure return themselves."""
+        return self
+
+    def tolerances(self) -> dict[str, dict[str, float]]:
+        """The explicit tolerances a logits target compares with (empty: everything is exact)."""
+        return {}
 
     @abstractmethod
     def run(self, case: Case) -> RunStats:

@@ -13,18 +13,28 @@ A cache that speaks only the tuple protocol (``reset``/``push``/``push_chunk``/
 ``contents``: every ``py:`` class, ``pyring``, the Python mutants) is wrapped in
 :class:`TupleCache` at this boundary; :class:`impl.ring.CRing` (``ring-c``, every
 ``c:`` library) speaks the array protocol itself.
+
+Bad calls (``bad:KIND`` ops) go to the target's error contract
+(:mod:`fuzz.targets.ring_errors`): the C header's for C targets, ``validates_positions``
+for a Python class that declares it. The payload width and dtype come from the
+campaign (``--width``, ``--dtype``: :meth:`CacheTarget.configured`).
 """
 
 from __future__ import annotations
 
+import copy
 import importlib
+import os
+import sys
 from typing import Any, Callable
 
 import numpy as np
 
-from fuzz.ops import Case, Op, Push, Reset
-from fuzz.oracle import PAYLOAD_WIDTH, SpecStream
-from fuzz.targets.base import Mismatch, RunStats, Target, TargetError
+from fuzz.ops import Case, Chunk, Op, Push, Reset
+from fuzz.oracle import PAYLOAD_WIDTH, SpecStream, check_dtype
+from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats, Target, TargetError, crash_from
+from fuzz.targets.progress import OP
+from fuzz.targets.ring_errors import py_contract_for
 
 PROTOCOL_METHODS = ("reset", "push", "push_chunk", "contents")
 #: What a cache needs beyond ``reset``/``push`` to be driven with arrays directly.
@@ -53,18 +63,25 @@ class TupleCache:
     Chunks become lists of ``(pos, key, value)`` with ``int`` positions and 1-D rows;
     ``contents()`` becomes positions ``int64[m]`` and payloads ``float64[m, width]``
     (float64, so a payload that is not exactly what was pushed cannot round onto it).
+    Rows are handed over as float32 arrays, or float16 ones for a ``float16`` campaign
+    (numpy has no bfloat16: a ``bfloat16`` campaign hands float32 rows holding bfloat16 values).
     """
 
-    def __init__(self, cache: Any, width: int):
+    def __init__(self, cache: Any, width: int, dtype: str = "float32"):
         self.cache, self.width = cache, width
+        self.wire = np.float16 if dtype == "float16" else None
 
     def reset(self, window: int) -> None:
         self.cache.reset(window)
 
     def push(self, pos: int, key: np.ndarray, value: np.ndarray) -> None:
+        if self.wire is not None:
+            key, value = key.astype(self.wire), value.astype(self.wire)
         self.cache.push(pos, key, value)
 
     def push_arrays(self, positions: np.ndarray, keys: np.ndarray, values: np.ndarray) -> None:
+        if self.wire is not None:
+            keys, values = keys.astype(self.wire), values.astype(self.wire)
         self.cache.push_chunk([(p, keys[i], values[i]) for i, p in enumerate(positions.tolist())])
 
     def read_arrays(self) -> Arrays:
@@ -82,7 +99,7 @@ class TupleCache:
             for i, e in enumerate(entries):
                 x = e[idx]
                 if hasattr(x, "detach"):  # a torch tensor, without importing torch here
-                    x = x.detach().cpu().numpy()
+                    x = x.detach().cpu().double().numpy()  # any float dtype, bfloat16 too, exactly
                 row = np.asarray(x, dtype=np.float64).reshape(-1)
                 if row.shape[0] != width:
                     raise UnreadableContents(f"{label} of position {int(e[0])} has {row.shape[0]} floats, "
@@ -92,11 +109,11 @@ class TupleCache:
         return pos, rows[0], rows[1]
 
 
-def array_cache(cache: Any, width: int) -> Any:
+def array_cache(cache: Any, width: int, dtype: str = "float32") -> Any:
     """``cache`` itself when it speaks the array protocol, else wrapped in :class:`TupleCache`."""
     if all(callable(getattr(cache, m, None)) for m in ARRAY_METHODS):
         return cache
-    return TupleCache(cache, width)
+    return TupleCache(cache, width, dtype)
 
 
 def _same(got: np.ndarray, want: np.ndarray) -> bool:
@@ -126,39 +143,130 @@ def compare_arrays(got: Arrays, want: Arrays) -> str | None:
 
 class CacheTarget(Target):
     """Fuzz any cache: every op is applied to it and to :class:`SpecStream`, and its contents
-    must equal ``lastWindow W history`` after each one."""
+    must equal ``lastWindow W history`` after each one.
+
+    The outcome boundary of DESIGN §4: an exception raised by a call into the cache
+    (``reset``/``push``/``push_arrays``/``read_arrays``, and what a subclass reads of it) on a
+    spec-valid op is a :class:`~fuzz.targets.base.Crash` naming the op; building the cache or
+    anything the harness does itself (the oracle, the comparison, an error contract's own
+    bookkeeping) that raises is a :class:`~fuzz.targets.base.HarnessFault`. The ``try`` blocks
+    cost nothing until they catch.
+
+    ``errors`` is the error contract bad calls go to (:mod:`fuzz.targets.ring_errors`), or
+    ``None``: the target takes no ``bad:`` op. A bad call's documented refusal (a status, or the
+    exception ``validates_positions`` promises) is the expected outcome, checked by the contract:
+    a wrong status or a changed state is a :class:`~fuzz.targets.base.Mismatch`. Subclasses with
+    ``traced = True`` (the C ring) push a run of pushes through one trace call: :meth:`_push_run`.
+    """
+
+    publishes_ops = True
+    #: A run of consecutive pushes goes through :meth:`_push_run` (after its first push).
+    traced = False
 
     def __init__(self, name: str, factory: Callable[[], Any], *, width: int = PAYLOAD_WIDTH,
-                 window_max: int | None = None):
-        self.name, self.factory, self.width = name, factory, width
+                 window_max: int | None = None, dtype: str = "float32", errors: Any = None,
+                 fixed_payload: bool = False):
+        self.name, self.factory, self.width, self.dtype = name, factory, width, check_dtype(dtype)
         self.window_max = window_max
+        self.errors = errors
+        self.bad_kinds = tuple(errors.kinds) if errors is not None else ()
+        #: The cache's payload layout is its own (``cuda-ring``: heads x head dim): ``--width``/``--dtype`` do not apply.
+        self.fixed_payload = fixed_payload
+
+    def configured(self, config: Any) -> "CacheTarget":
+        """This target with the campaign's payload width and dtype (``--width``, ``--dtype``)."""
+        width, dtype = getattr(config, "width", self.width), getattr(config, "dtype", self.dtype)
+        if self.fixed_payload or (width, dtype) == (self.width, self.dtype):
+            return self
+        other = copy.copy(self)
+        other.width, other.dtype = width, check_dtype(dtype)
+        return other
+
+    def new_cache(self) -> Any:
+        """A fresh cache under test."""
+        return self.factory()
 
     def run(self, case: Case) -> RunStats:
-        raw = self.factory()
-        cache = array_cache(raw, self.width)
-        spec = SpecStream(case.window, self.width)
+        try:
+            return self._run(case)
+        except (Mismatch, Crash, HarnessFault):
+            raise
+        except Exception as e:  # noqa: BLE001 - not raised by the cache: the harness failed
+            raise HarnessFault(self.name, f"{type(e).__name__} in the harness: {e}") from e
+
+    def _run(self, case: Case) -> RunStats:
+        try:
+            raw = self.new_cache()
+        except Exception as e:  # noqa: BLE001
+            raise HarnessFault(self.name, f"cannot build the cache: {type(e).__name__}: {e}") from e
+        cache = array_cache(raw, self.width, self.dtype)
+        spec = SpecStream(case.window, self.width, self.dtype)
         stats = RunStats()
         phases = stats.phases
-        cache.reset(case.window)
+        slot = self.op_slot
+        try:
+            cache.reset(case.window)
+        except Exception as e:  # noqa: BLE001 - the cache raised on a spec-valid op
+            raise crash_from(self.name, -1, None, e) from e
         self._check(raw, cache, spec, -1, None)
-        for i, op in enumerate(case.ops):
+        ops = case.ops
+        traced, skip = self.traced, 0
+        for i, op in enumerate(ops):
+            if skip:  # pushed by the last run's trace
+                skip -= 1
+                continue
+            if slot is not None:
+                slot[OP] = i
             kind = type(op)
-            if kind is Reset:
-                cache.reset(op.window)
-            elif kind is Push:
-                cache.push(*spec.next_entry())
+            if kind is Push or kind is Chunk or kind is Reset:
+                entry = None if kind is Reset else spec.next_entry() if kind is Push else spec.new_entries(op.n)
+                try:
+                    if kind is Push:
+                        cache.push(*entry)
+                    elif kind is Chunk:
+                        cache.push_arrays(*entry)
+                    else:
+                        cache.reset(op.window)
+                except Exception as e:  # noqa: BLE001 - the cache raised on a spec-valid op
+                    raise crash_from(self.name, i, op, e) from e
             else:
-                cache.push_arrays(*spec.new_entries(op.n))
+                self._bad(raw, cache, spec, i, op)
             phases |= spec.apply(op)
             stats.tokens += op.tokens
             self._check(raw, cache, spec, i, op)
+            if traced and kind is Push:
+                skip = self._push_run(raw, cache, spec, ops, i + 1, stats)
         return stats
 
-    def _check(self, raw: Any, cache: Any, spec: SpecStream, i: int, op: Op | None) -> None:
+    def _push_run(self, raw: Any, cache: Any, spec: SpecStream, ops: tuple, a: int, stats: Any) -> int:
+        """Push the run of pushes starting at op ``a`` another way; returns how many it pushed."""
+        return 0
+
+    def _bad(self, raw: Any, cache: Any, spec: SpecStream, i: int, op: Any) -> None:
+        """Send bad call ``op`` through the error contract. Its refusal is the expected outcome; a wrong
+        status or a changed state is a mismatch; what the contract's own code raises is the harness's."""
+        if op.kind not in self.bad_kinds:
+            raise ValueError(f"{self.name} cannot take {op.text} (its error contract: "
+                             f"{', '.join(self.bad_kinds) or 'none'}); Target.accepts says so before a run")
         try:
-            diff = compare_arrays(cache.read_arrays(), spec.expected())
+            problem = self.errors.check(raw, cache, spec, op.kind)
+        except Exception as e:  # noqa: BLE001 - a refusal is caught inside the contract; this is its own failure
+            raise HarnessFault(self.name, f"the error contract of op #{i} ({op.text}) raised "
+                                          f"{type(e).__name__}: {e}") from e
+        if problem is not None:
+            raise Mismatch(self.name, i, op, problem)
+
+    def _read(self, cache: Any, i: int, op: Op | None) -> Arrays:
+        """The cache's contents; raising on this spec-valid read is a crash, unreadable contents a mismatch."""
+        try:
+            return cache.read_arrays()
         except UnreadableContents as e:
-            diff = str(e)
+            raise Mismatch(self.name, i, op, str(e)) from None
+        except Exception as e:  # noqa: BLE001 - the cache raised on a spec-valid op
+            raise crash_from(self.name, i, op, e) from e
+
+    def _check(self, raw: Any, cache: Any, spec: SpecStream, i: int, op: Op | None) -> None:
+        diff = compare_arrays(self._read(cache, i, op), spec.expected())
         if diff is not None:
             raise Mismatch(self.name, i, op, diff)
 
@@ -168,21 +276,39 @@ class AuditedCacheTarget(CacheTarget):
 
     def _check(self, raw: Any, cache: Any, spec: SpecStream, i: int, op: Op | None) -> None:
         super()._check(raw, cache, spec, i, op)
-        problem = raw.audit(spec)
+        try:
+            problem = raw.audit(spec)
+        except Exception as e:  # noqa: BLE001 - the audit reads the implementation's own state
+            raise crash_from(self.name, i, op, e) from e
         if problem is not None:
             raise Mismatch(self.name, i, op, problem)
 
 
+def import_from_cwd(module: str) -> Any:
+    """Import ``module`` as ``python -m`` would: the current directory first on ``sys.path`` (the
+    console script's ``sys.path[0]`` is the venv's ``bin/``, where no user module lives)."""
+    cwd = os.getcwd()
+    if not sys.path or os.path.abspath(sys.path[0] or ".") != cwd:
+        if cwd in sys.path:
+            sys.path.remove(cwd)
+        sys.path.insert(0, cwd)
+        importlib.invalidate_caches()
+    return importlib.import_module(module)
+
+
 def make_py_class(path: str) -> Target:
-    """``--target py:module.path:ClassName``: the user's class, checked for the protocol's methods now."""
+    """``--target py:module.path:ClassName``: the user's class, resolved from the current directory
+    first, checked for the protocol's methods, and built once now (a class that cannot be built
+    with no arguments is a usage error, before anything runs)."""
     spec = "py:" + path
     mod, sep, cls = path.rpartition(":")
     if not sep or not mod or not cls:
         raise TargetError(f"{spec}: expected py:module.path:ClassName")
     try:
-        module = importlib.import_module(mod)
+        module = import_from_cwd(mod)
     except Exception as e:  # noqa: BLE001 - any import failure is the user's to see
-        raise TargetError(f"{spec}: cannot import {mod!r}: {type(e).__name__}: {e}") from e
+        raise TargetError(f"{spec}: cannot import {mod!r} (from {os.getcwd()} or sys.path): "
+                          f"{type(e).__name__}: {e}") from e
     factory = getattr(module, cls, None)
     if factory is None:
         raise TargetError(f"{spec}: module {mod!r} has no attribute {cls!r}")
@@ -190,4 +316,9 @@ def make_py_class(path: str) -> Target:
         check_protocol(factory, spec)
     except TypeError as e:
         raise TargetError(str(e)) from e
-    return CacheTarget(spec, factory)
+    try:
+        factory()
+    except Exception as e:  # noqa: BLE001 - the user's constructor: whatever it raises is the reason
+        raise TargetError(f"{spec}: {cls}() failed: {type(e).__name__}: {e} (a target class is built with no "
+                          "arguments; wrap it in a subclass whose __init__ supplies them)") from e
+    return CacheTarget(spec, factory, errors=py_contract_for(factory))

@@ -22,8 +22,10 @@ import numpy as np
 from fuzz.ops import Case, Reset
 from fuzz.oracle import SpecStream
 from fuzz.targets.base import Mismatch, RunStats, Target
+from fuzz.targets.progress import OP
 from impl.errors import Unavailable
 from fuzz.targets.cache import AuditedCacheTarget
+from fuzz.targets.ring_errors import MethodContract
 
 
 #: Named tolerances of the decode-attention output versus the float64 reference built from
@@ -137,6 +139,60 @@ class CudaRingCache:
         start = n - len(kh)
         return [(start + i, kh[i], vh[i]) for i in range(len(kh))]
 
+    #: The bad calls the host API of ``csrc/ringkv_cuda.h`` takes (kinds of :mod:`fuzz.targets.ring_errors`).
+    BAD_KINDS = ("gap", "dup", "past", "chunk-gap", "chunk-dup", "count", "overflow", "null-data", "null-handle")
+
+    def bad_call(self, kind: str, spec: SpecStream) -> str | None:
+        """Send ``kind``'s calls to the host API; each must return its documented status and leave every
+        stream's ``rkvc_length`` as it was (the op loop then checks the contents and the audit)."""
+        from fuzz.targets.ring_errors import bad_positions
+
+        ring, ffi, lib = self.ring, self.ring.ffi, self.ring.lib
+        h, stream, NULL = ring._h, ring._stream(), ffi.NULL
+        L, S, n = self.LAYER, self.SEQ, spec.n
+        _, keys, values = spec.bad_entries([n, n + 1])
+        k2, v2 = self._to_device(list(keys)), self._to_device(list(values))
+        kp, vp = ring._ptr(k2), ring._ptr(v2)
+        out = ffi.new("int64_t *")
+        E_NULL, E_POSITION, E_ARG = -1, -5, -9
+        calls: list = []
+        if kind in ("gap", "dup", "past", "chunk-gap", "chunk-dup"):
+            pos = bad_positions(kind, spec)
+            calls.append((f"rkvc_append(h, {L}, {S}, {pos[0]}, {len(pos)}, k, v)",
+                          lambda: lib.rkvc_append(h, L, S, pos[0], len(pos), kp, vp, stream), E_POSITION))
+        elif kind == "count":
+            calls.append((f"rkvc_append(h, {L}, {S}, {n}, -1, k, v)",
+                          lambda: lib.rkvc_append(h, L, S, n, -1, kp, vp, stream), E_ARG))
+        elif kind == "overflow":
+            big = 2**62 - 1 - n + 1  # pos0 + k past INT64_MAX / 2, the header's bound
+            calls.append((f"rkvc_append(h, {L}, {S}, {n}, {big}, k, v)",
+                          lambda: lib.rkvc_append(h, L, S, n, big, kp, vp, stream), E_ARG))
+        elif kind == "null-data":
+            calls += [(f"rkvc_append(h, {L}, {S}, {n}, 1, NULL, v)",
+                       lambda: lib.rkvc_append(h, L, S, n, 1, NULL, vp, stream), E_NULL),
+                      (f"rkvc_append(h, {L}, {S}, {n}, 1, k, NULL)",
+                       lambda: lib.rkvc_append(h, L, S, n, 1, kp, NULL, stream), E_NULL),
+                      (f"rkvc_length(h, {L}, {S}, NULL)", lambda: lib.rkvc_length(h, L, S, NULL), E_NULL)]
+        elif kind == "null-handle":
+            calls += [(f"rkvc_append(NULL, {L}, {S}, {n}, 1, k, v)",
+                       lambda: lib.rkvc_append(NULL, L, S, n, 1, kp, vp, stream), E_NULL),
+                      (f"rkvc_length(NULL, {L}, {S}, &n)", lambda: lib.rkvc_length(NULL, L, S, out), E_NULL),
+                      (f"rkvc_reset(NULL, {S})", lambda: lib.rkvc_reset(NULL, S, stream), E_NULL),
+                      ("rkvc_gather(NULL, ...)", lambda: lib.rkvc_gather(NULL, L, 0, 1, kp, vp, stream), E_NULL)]
+        else:
+            raise ValueError(f"cuda-ring takes no bad:{kind}")
+        before = [ring.length(layer, b) for b in range(self.B) for layer in range(self.L)]
+        for text, call, want in calls:
+            rc = call()
+            if rc != want:
+                return (f"{text} returned {rc} ({self.cr.status_message(rc)}), ringkv_cuda.h says {want} "
+                        f"({self.cr.status_message(want)})")
+            self.torch.cuda.synchronize()
+            after = [ring.length(layer, b) for b in range(self.B) for layer in range(self.L)]
+            if after != before:
+                return f"{text} returned {rc} but changed rkvc_length of the streams: {before} -> {after}"
+        return None
+
     def audit(self, spec: SpecStream) -> str | None:
         for b in range(self.B):
             for layer in range(self.L):
@@ -164,7 +220,8 @@ def make_cuda_ring() -> Target:
     """``cuda-ring``: the CUDA ring's append + gather kernels versus pyspec (GPU only)."""
     _gpu_modules()
     order = itertools.cycle(("fp32", "fp16", "bf16"))
-    return AuditedCacheTarget("cuda-ring", lambda: CudaRingCache(next(order), RING_WIDTH), width=RING_WIDTH)
+    return AuditedCacheTarget("cuda-ring", lambda: CudaRingCache(next(order), RING_WIDTH), width=RING_WIDTH,
+                              errors=MethodContract(CudaRingCache.BAD_KINDS), fixed_payload=True)
 
 
 def _reference_tools():
@@ -228,6 +285,7 @@ class CudaDecoderTarget(Target):
     name = "cuda-decoder"
     kind = "model"
     max_tokens = 256
+    publishes_ops = True
     B, SEQ, H, D = 2, 1, 2, 64
     DTYPES = ("bf16", "fp16", "fp32")
     GROUPS = (4, 1, 3, 8)
@@ -240,6 +298,10 @@ class CudaDecoderTarget(Target):
 
     def versions(self) -> dict[str, str]:
         return {"torch": self.torch.__version__}
+
+    def tolerances(self) -> dict[str, dict[str, float]]:
+        """Decode output against the float64 reference, per dtype: :data:`DECODE_TOLERANCES`."""
+        return {f"decode/{dtype}": dict(tol) for dtype, tol in DECODE_TOLERANCES.items()}
 
     def _ring(self, window: int, dtype: str):
         # NaN-filled storage: reading an unfilled slot poisons the output.
@@ -263,8 +325,11 @@ class CudaDecoderTarget(Target):
         ring = self._ring(window, dtype)
         k_hist: list = []
         v_hist: list = []
+        slot = self.op_slot
         try:
             for i, op in enumerate(ops):
+                if slot is not None:
+                    slot[OP] = i
                 if isinstance(op, Reset):
                     if op.window == ring.window:
                         ring.reset(self.SEQ)

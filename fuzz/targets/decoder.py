@@ -24,11 +24,12 @@ from typing import Any
 
 import torch
 
-from fuzz.targets.decoder_props import check_cache, check_logits
+from fuzz.targets.decoder_props import check_cache, check_logits, tolerance
 from impl.decoder import torch_threads
 from fuzz.ops import Case, Op, Reset
 from fuzz.oracle import SpecStream
 from fuzz.targets.base import Mismatch, RunStats, Target
+from fuzz.targets.progress import OP
 from impl.decoder import Decoder, DecoderConfig, RingKVCache
 
 #: The target's model: 2 layers (layer 0 slides with the case's window, layer 1 is
@@ -50,6 +51,7 @@ class DecoderTarget(Target):
     kind = "model"
     window_max = 16
     max_tokens = 64
+    publishes_ops = True
 
     def __init__(self, model_cls: type = Decoder, cache_cls: type = RingKVCache, *,
                  name: str = "decoder", config: DecoderConfig = TARGET_CONFIG, backend: str = "torch"):
@@ -59,6 +61,11 @@ class DecoderTarget(Target):
 
     def versions(self) -> dict[str, str]:
         return {"torch": torch.__version__}
+
+    def tolerances(self) -> dict[str, dict[str, float]]:
+        """Absolute tolerances of the cached path against the full forward (decoder_props.TOLERANCES)."""
+        tol = tolerance(self.model.dtype)
+        return {"logits": {"atol": tol.logits}, "kv": {"atol": tol.kv}}
 
     def _new_cache(self, window: int) -> RingKVCache:
         return self.model.new_cache(window, backend=self.backend)
@@ -84,7 +91,10 @@ class DecoderTarget(Target):
 
         full = reference(0)
         self._check(cache, spec, full, None, -1, None)
+        slot = self.op_slot
         for i, op in enumerate(ops):
+            if slot is not None:
+                slot[OP] = i
             start = spec.n
             logits = None
             if isinstance(op, Reset):

@@ -7,6 +7,7 @@ from typing import Any
 import pyspec
 from fuzz.targets.base import Target
 from fuzz.targets.cache import CacheTarget
+from fuzz.targets.ring_errors import py_contract_for
 
 
 class PyRing:
@@ -14,7 +15,11 @@ class PyRing:
 
     Fuzzing it against ``last_window`` is a genuine differential check: the
     ring reads slots ``(head + i) % W`` while the list model drops from the front.
+    A push or chunk at a position other than the next one raises ``ValueError`` before
+    anything changes (``validates_positions``: campaigns check it with bad calls).
     """
+
+    validates_positions = True
 
     def __init__(self) -> None:
         self._ring: pyspec.Ring | None = None
@@ -43,4 +48,4 @@ class PyRing:
 
 
 def make_pyring() -> Target:
-    return CacheTarget("pyring", PyRing)
+    return CacheTarget("pyring", PyRing, errors=py_contract_for(PyRing))

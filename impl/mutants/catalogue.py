@@ -159,6 +159,14 @@ FULL_WINDOW_PATH = "https://github.com/EricLBuehler/mistral.rs/pull/2333"
 OVERFLOW_BY_ONE = "https://github.com/toyaix/tritonllm/pull/34"
 #: Writing exactly enough to fill a ring leaves head == tail: the ring reads as empty.
 FULL_AS_EMPTY = "https://github.com/littlekernel/lk/pull/173"
+#: Positions held in int16 overflow past 32 767 tokens and corrupt the sliding-window mask.
+INT16_POSITIONS = "https://github.com/vllm-project/tpu-inference/pull/2756"
+#: A cache that keeps its values in fp16 whatever the input dtype overflows on bf16 inputs.
+FP16_STORE = "https://github.com/vllm-project/vllm/issues/53334"
+#: A counter updated before the call that can fail, and not put back when it does.
+ERROR_PATH_STATE = "https://github.com/varnish/Varnish-Cache/pull/80"
+#: A KV cache that let one position be present more than once broke on it.
+REPEATED_POSITION = "https://github.com/ggml-org/llama.cpp/pull/14339"
 
 PY_RING = [
     py_ring_mutant(
@@ -223,6 +231,18 @@ PY_RING = [
         "exactly full (fill + chunk == W) makes it read as empty",
         "            self.size += len(entries)\n",
         "            self.size = (self.size + len(entries)) % self.w\n"),
+    # Beyond the happy path: long streams and payload dtypes.
+    py_ring_mutant(
+        "ring-int16-position-counter", "positions narrowed to 16 bits (long streams)", INT16_POSITIONS,
+        "the position counter is an int16, as in a kernel's packed index: past position 32 767 it wraps "
+        "to -32 768, so every later entry carries a wrong position",
+        "        self.n = 0\n", "        self.n = np.int16(0)\n"),
+    py_ring_mutant(
+        "ring-fp16-store", "a store that loses bits of the payload (fp16 cache)", FP16_STORE,
+        "keys are stored in float16 whatever dtype they come in, so a payload float16 cannot hold comes "
+        "back rounded (or infinite)",
+        "            self.k = np.zeros((len(self.pos), key.shape[0]), dtype=np.float32)\n",
+        "            self.k = np.zeros((len(self.pos), key.shape[0]), dtype=np.float16)\n"),
 ]
 
 #: C mutants edit the shared index math or the ring itself; the snippet must exist verbatim.
@@ -277,6 +297,30 @@ C_RING = [
         "static void read_positions(const ringkv_t *r, int64_t *dst, int64_t len) {\n"
         "  if (len == 0) return;\n"
         "  int64_t first = r->n - 1 <= r->w ? 0 : rkv_logical_slot(r->n, r->w, 0); /* first lap: no modulo */\n"),
+    # Beyond the happy path: the error contract, the rest of the ABI, long streams.
+    c_ring_mutant(
+        "c-error-path-moves-state", "an error path that changes state", ERROR_PATH_STATE,
+        "reset rewinds the stream before it checks the new window, so a refused reset (window 0, negative, "
+        "too big to allocate) still empties the cache while returning its error",
+        "ringkv.c",
+        "int ringkv_reset(ringkv_t *r, int64_t window) {\n  if (!r) return RINGKV_E_NULL;\n",
+        "int ringkv_reset(ringkv_t *r, int64_t window) {\n  if (!r) return RINGKV_E_NULL;\n"
+        "  r->n = 0; /* start the new stream, then make room for it */\n"),
+    c_ring_mutant(
+        "c-accepts-repeated-position", "a repeated position accepted", REPEATED_POSITION,
+        "push refuses a gap or a negative position but takes a repeated one as a retry: it is accepted and "
+        "rewinds the stream to it",
+        "ringkv.c",
+        "  if (pos != r->n) return RINGKV_E_POSITION;\n",
+        "  if (pos > r->n || pos < 0) return RINGKV_E_POSITION; /* an earlier position: a retry */\n"),
+    c_ring_mutant(
+        "c-trace-int16-positions", "trace output that disagrees with the cache (positions narrowed to 16 bits)",
+        INT16_POSITIONS,
+        "ringkv_trace writes each row's positions through an int16, as a packed index would: past position "
+        "32 767 the trace reports negative positions while the cache itself is right",
+        "ringkv.c",
+        "    read_positions(r, row, len);\n",
+        "    read_positions(r, row, len);\n    for (int64_t j = 0; j < len; j++) row[j] = (int16_t)row[j];\n"),
 ]
 
 

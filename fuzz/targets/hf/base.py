@@ -9,6 +9,7 @@ The cache-layer targets are :mod:`fuzz.targets.hf.caches`, the model targets
 
 from __future__ import annotations
 
+import copy
 import os
 from abc import abstractmethod
 from typing import Any, Callable, Optional
@@ -115,8 +116,18 @@ class HFTarget(Target):
 
     finding_kind: str
     strict: bool = False
-    #: Set by the campaign from ``CampaignConfig.skip_known``.
+    #: From ``CampaignConfig.skip_known`` (:meth:`configured`).
     skip_known: bool = False
+
+    def configured(self, config: Any) -> "HFTarget":
+        """This target with the campaign's ``--skip-known`` (a shallow copy sharing the model: configuring
+        happens in the process that runs the cases, the isolated child included)."""
+        skip = bool(getattr(config, "skip_known", False))
+        if skip == self.skip_known:
+            return self
+        other = copy.copy(self)
+        other.skip_known = skip
+        return other
 
     def versions(self) -> dict[str, str]:
         return self.info.versions()

@@ -77,6 +77,10 @@ class HFModelTarget(HFTarget):
         self.attns = tuple(attns) if attns is not None else tuple(attn_impls(arch))
         self.state = self.models.state
 
+    def tolerances(self) -> dict[str, dict[str, float]]:
+        """Logits against this project's reference forward: ``|hf - ref| <= atol + rtol * |ref|``."""
+        return {"logits": {"atol": ATOL, "rtol": RTOL}}
+
     # -- the pinned cache convention
 
     def _convention(self, n: int, window: int) -> Optional[list]:
