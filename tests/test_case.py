@@ -77,7 +77,7 @@ def test_the_tour_reducer_never_goes_below_chunk_0():
     """The boundary-tour reducer once turned ``chunk:0`` into ``chunk:-991`` (each ``n - 1`` candidate of
     a target that raises on anything, kept because it failed the same way). Every candidate it keeps
     now is a valid case: ``chunk:0`` has no smaller candidate."""
-    from fuzz.campaign import reduce_case
+    from fuzz.campaign import reduce_failure
     from fuzz.targets.base import RunStats, Target
 
     class FailsOnAnyChunk(Target):
@@ -88,5 +88,5 @@ def test_the_tour_reducer_never_goes_below_chunk_0():
                 raise RuntimeError("a chunk")
             return RunStats()
 
-    best = reduce_case(FailsOnAnyChunk(), Case(3, (Push(), Chunk(0), Push())), RuntimeError)
-    assert best == Case(1, (Chunk(0),))
+    best, stopped = reduce_failure(FailsOnAnyChunk(), Case(3, (Push(), Chunk(0), Push())), RuntimeError("a chunk"))
+    assert stopped is None and best.case == Case(1, (Chunk(0),))
