@@ -53,12 +53,6 @@ theorem add_mod_self (x w : Nat) : (x + w) % w = x % w := by
   | (simp only [Nat.add_mod_right])
   | simp
 
-theorem mod_add_mod' (a w d : Nat) : (a % w + d) % w = (a + d) % w := by
-  first
-  | exact Nat.mod_add_mod a w d
-  | (simp only [Nat.mod_add_mod])
-  | simp
-
 theorem div_add_mod' (x k : Nat) : k * (x / k) + x % k = x := by
   first
   | exact Nat.div_add_mod x k
@@ -91,6 +85,35 @@ theorem zero_mul' (m : Nat) : 0 * m = 0 := by
   | succ m ih =>
     have e := mul_succ' 0 m
     omega
+
+/-- `(x + w * q) % w = x % w`: `q` applications of `add_mod_self`; the route of
+`mod_add_mod'` that names no core `%` lemma. -/
+theorem add_mul_mod_self' (x w q : Nat) : (x + w * q) % w = x % w := by
+  induction q with
+  | zero =>
+    show (x + w * 0) % w = x % w
+    have e : w * 0 = 0 := by first | rfl | exact Nat.mul_zero ..
+    have e2 : x + w * 0 = x := by omega
+    rw [e2]
+  | succ q ih =>
+    show (x + w * (q + 1)) % w = x % w
+    have e := mul_succ' w q
+    have e2 : x + w * (q + 1) = (x + w * q) + w := by omega
+    rw [e2, add_mod_self]
+    exact ih
+
+/-- Every `%` proof of the project goes through this one: core's `Nat.mod_add_mod` first,
+then a proof from `div_add_mod'` and `add_mul_mod_self'` alone. -/
+theorem mod_add_mod' (a w d : Nat) : (a % w + d) % w = (a + d) % w := by
+  first
+  | exact Nat.mod_add_mod a w d
+  | (have h1 := div_add_mod' a w
+     have h2 := add_mul_mod_self' (a % w + d) w (a / w)
+     have h3 : a % w + d + w * (a / w) = a + d := by omega
+     rw [h3] at h2
+     exact h2.symm)
+  | (simp only [Nat.mod_add_mod])
+  | simp
 
 /-! ## Windows of fewer than `w` consecutive numbers (own proofs from the four above) -/
 
