@@ -137,8 +137,8 @@ for rel in $RELEASES; do
     # stay in targets-$rel.txt for compat_table.py); SECONDS each.
     "$py" -m fuzz.cli fuzz --list-targets > "$OUT/targets-$rel.txt" 2> "$OUT/targets-$rel.err" || true
     targets=()
-    while read -r name _ status _; do
-      case "$name" in hf-*|hf:*) [ "$status" = available ] && targets+=(--target "$name") ;; esac
+    while read -r name _ avail _; do  # not $status: that is the script's exit status
+      case "$name" in hf-*|hf:*) [ "$avail" = available ] && targets+=(--target "$name") ;; esac
     done < "$OUT/targets-$rel.txt"
     n=$(( ${#targets[@]} / 2 ))
     rm -rf "$OUT/report-$rel.json" "$OUT/seeds-$rel"
