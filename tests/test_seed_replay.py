@@ -16,7 +16,7 @@ import pytest
 
 from fuzz import seeds
 from fuzz.targets import registry
-from fuzz.replay import replay_seed
+from fuzz.replay import KNOWN, replay_outcome
 
 
 def _seed_params(directory=None):
@@ -59,12 +59,13 @@ def test_seed_replays(path, seed, target_name):
     if reason is not None:
         pytest.skip(f"seed {seed.id} cannot run on {target_name}: {reason}")
     known = getattr(target, "known_finding", lambda case: None)(seed.case)
-    err = replay_seed(seed, target)
+    out = replay_outcome(seed, target)
+    err = None if out is None else out.message
     if known is not None:
-        assert err is None or err.startswith("known finding"), \
+        assert out is None or out.kind == KNOWN, \
             f"seed {seed.id} ({path}) fails on {target_name} beyond known finding {known.id}: {err}"
         pytest.skip(f"seed {seed.id} hits known finding {known.id} on {target_name}: {err or 'not reproduced'}")
-    assert err is None, f"seed {seed.id} ({path}) fails on {target_name}: {err}"
+    assert out is None, f"seed {seed.id} ({path}) fails on {target_name}: {err}"
 
 
 def test_malformed_seed_is_named(tmp_path):
