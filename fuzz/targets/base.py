@@ -155,6 +155,11 @@ class Target(ABC):
         width and dtype; targets with nothing to configure return themselves."""
         return self
 
+    def known_hits(self, case: Case) -> set[str]:
+        """The ids of the known findings (``docs/findings/``) ``case`` would hit on this target, decided from
+        the case alone before it runs (:class:`fuzz.targets.known.KnownFindingsTarget`); empty: none."""
+        return set()
+
     def tolerances(self) -> dict[str, dict[str, float]]:
         """The explicit tolerances a logits target compares with (empty: everything is exact)."""
         return {}

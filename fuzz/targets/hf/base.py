@@ -9,15 +9,14 @@ The cache-layer targets are :mod:`fuzz.targets.hf.caches`, the model targets
 
 from __future__ import annotations
 
-import copy
 import os
 from abc import abstractmethod
 from typing import Any, Callable, Optional
 
 from fuzz.ops import Case, Op
-from fuzz.oracle import SpecStream
-from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats, Target
+from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats
 from fuzz.targets.hf.findings import Finding, applicable
+from fuzz.targets.known import KnownFindingsTarget, case_stats, raised_inside
 
 
 def _hf():
@@ -73,41 +72,15 @@ def from_transformers(error: BaseException) -> bool:
     if isinstance(error, compat.HFUnavailable):
         return False
     tf_root, repo = _roots()
-    frames = []
-    tb = error.__traceback__
-    while tb is not None:
-        frames.append(os.path.abspath(tb.tb_frame.f_code.co_filename))
-        tb = tb.tb_next
-    for path in reversed(frames):
-        if path.startswith(tf_root + os.sep):
-            return True
-        if path.startswith(repo + os.sep):
-            return False
-    return False
+    return raised_inside(error, tf_root, repo)
 
 
-def case_stats(case: Case) -> RunStats:
-    """Tokens and boundary phases of ``case`` (what a run of it exercised)."""
-    stats = RunStats()
-    spec = SpecStream(case.window, 1)
-    for op in case.ops:
-        stats.phases |= spec.apply(op)
-        stats.tokens += op.tokens
-    return stats
-
-
-class HFTarget(Target):
+class HFTarget(KnownFindingsTarget):
     """What every HF target shares: a probe ran when it was built (the factories call :func:`probed`),
     it reports transformers' and torch's versions, an exception the adapter raised is a
     :class:`HarnessFault` (never a seed), and the cases that hit a finding written up for the installed
-    release (:mod:`fuzz.targets.hf.findings`) are
-
-    * **run and reported** (the default): a failure the finding explains is recorded in
-      :attr:`RunStats.known` as reproduced (``True``), a pass as not reproduced (``False``), and the
-      campaign counts them per finding; a failure it does not explain is raised like any other;
-    * **skipped** with ``skip_known`` (``kvwindow fuzz --skip-known``, exploration): recorded as
-      ``None``, nothing run;
-    * **driven like any other case** with ``strict`` (how ``tests/test_hf_findings.py`` reproduces them).
+    release (:mod:`fuzz.targets.hf.findings`) are handled as :class:`~fuzz.targets.known.KnownFindingsTarget`
+    says: run and reported by default, skipped with ``skip_known``, driven like any other with ``strict``.
 
     Subclasses set ``info`` (:func:`impl.hf.compat.info`), ``strict`` and ``finding_kind`` (the kind findings
     are listed under: ``"dynamic"``, ``"static"``, ``"mistral"``, ``"gemma2"``, ``"hf:<model_type>"``), and
@@ -115,72 +88,14 @@ class HFTarget(Target):
     """
 
     finding_kind: str
-    strict: bool = False
-    #: From ``CampaignConfig.skip_known`` (:meth:`configured`).
-    skip_known: bool = False
-
-    def configured(self, config: Any) -> "HFTarget":
-        """This target with the campaign's ``--skip-known`` (a shallow copy sharing the model: configuring
-        happens in the process that runs the cases, the isolated child included)."""
-        skip = bool(getattr(config, "skip_known", False))
-        if skip == self.skip_known:
-            return self
-        other = copy.copy(self)
-        other.skip_known = skip
-        return other
 
     def versions(self) -> dict[str, str]:
         return self.info.versions()
 
-    # -- known findings
-
-    def finding_views(self, case: Case) -> list[Case]:
-        """The streams this target drives for ``case``, as cases the findings' predicates read (op
-        indices kept): the case itself, and what a target feeds besides (a left-padded batch)."""
-        return [case]
-
-    def known_findings(self, case: Case) -> dict[str, list[Finding]]:
-        """Finding id -> the rows of it that apply here and that ``case`` (a view of it) exercises."""
-        if self.strict:
-            return {}
-        views = self.finding_views(case)
-        out: dict[str, list[Finding]] = {}
-        for f in applicable(self.finding_kind, self.info.transformers):
-            if any(f.hits(v) for v in views):
-                out.setdefault(f.id, []).append(f)
-        return out
-
-    def known_finding(self, case: Case) -> Optional[Finding]:
-        """The first finding ``case`` hits here, if any."""
-        hit = self.known_findings(case)
-        return next(iter(hit.values()))[0] if hit else None
-
-    def explained_by(self, case: Case, error: BaseException, hit: dict[str, list[Finding]]) -> Optional[str]:
-        """The id of the finding in ``hit`` that explains ``error``, if one does."""
-        views = self.finding_views(case)
-        for fid, rows in hit.items():
-            if any(f.explains(v, error) for f in rows for v in views):
-                return fid
-        return None
+    def findings_here(self) -> list[Finding]:
+        return applicable(self.finding_kind, self.info.transformers)
 
     # -- running a case
-
-    def run(self, case: Case) -> RunStats:
-        hit = self.known_findings(case)
-        if hit and self.skip_known:
-            return RunStats(known={fid: None for fid in hit})
-        try:
-            stats = self._guarded(case)
-        except (Mismatch, Crash) as e:
-            fid = self.explained_by(case, e, hit) if hit else None
-            if fid is None:
-                raise
-            stats = case_stats(case)
-            stats.known[fid] = True
-            return stats
-        for fid in hit:
-            stats.known[fid] = False
-        return stats
 
     def _guarded(self, case: Case) -> RunStats:
         try:

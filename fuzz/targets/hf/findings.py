@@ -21,62 +21,13 @@ reproduced in ``tests/test_hf_findings.py``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Iterable, Optional
+from typing import Iterable
 
 from fuzz.ops import Case, Chunk, Push, Reset
+from fuzz.targets.known import Finding, in_span, minor  # noqa: F401 - the table's row type, re-exported
 
 #: Where the notes live; a finding's note is ``docs/findings/<id>.md``.
 DOCS = "docs/findings"
-
-
-def minor(release: str) -> tuple[int, int]:
-    """``"4.48.3"`` -> ``(4, 48)``: the series a release belongs to (pre-release tags ignored)."""
-    parts = release.split(".")
-    try:
-        return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()))
-    except (IndexError, ValueError):
-        raise ValueError(f"not a release number: {release!r}") from None
-
-
-def in_span(release: str, span: str) -> bool:
-    """Is ``release`` in ``span``: one minor series (``"4.48"``) or an inclusive range of them
-    (``"4.45-4.51"``)?"""
-    lo, _, hi = span.partition("-")
-    return minor(lo) <= minor(release) <= minor(hi or lo)
-
-
-@dataclass(frozen=True)
-class Finding:
-    id: str
-    #: The targets it applies to: ``dynamic``, ``static``, ``mistral``, ``gemma2``, ``hf:<model_type>``.
-    kinds: frozenset[str]
-    #: Minor series (``"4.45"``) or inclusive ranges of them (``"4.57-5.24"``) it applies to.
-    releases: tuple[str, ...]
-    #: Releases the matrix reproduced it on (the note's release table).
-    seen: tuple[str, ...]
-    #: Does the case exercise it?
-    hits: Callable[[Case], bool]
-    #: Which cases, in words (the note's release table).
-    cases: str = ""
-    #: Can a failure with this message come from it (beyond the case hitting it)? ``None``: any failure.
-    failure: Optional[Callable[[BaseException], bool]] = None
-
-    @property
-    def doc(self) -> str:
-        return f"{DOCS}/{self.id}.md"
-
-    def applies(self, kind: str, release: str) -> bool:
-        return kind in self.kinds and any(in_span(release, s) for s in self.releases)
-
-    def explains(self, case: Case, error: BaseException) -> bool:
-        """Is ``error``, raised by ``case``, this finding? The ops up to the one the error names must
-        already hit it (the trigger came before the failure), and the error must be of its kind."""
-        if self.failure is not None and not self.failure(error):
-            return False
-        index = getattr(error, "index", None)
-        prefix = case if index is None or index < 0 else case.replace_ops(case.ops[:index + 1])
-        return self.hits(prefix)
 
 
 def ops_with_windows(case: Case):

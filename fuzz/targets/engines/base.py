@@ -1,0 +1,149 @@
+"""What every engine target shares (ONNX Runtime, mlx-lm, CTranslate2, llama.cpp, keras-hub).
+
+An engine target drives a case (window + ops, :mod:`fuzz.ops`) through the engine the way its users
+drive it and compares what comes out — attention outputs, logits, cache contents where the engine
+exposes them — with the float64 spec-mask reference (:mod:`pyspec.attention` for op-level targets,
+:mod:`impl.hf.reference` for model-level ones) under a tolerance stated per engine
+(:meth:`EngineTarget.tolerances`, printed in every report).
+
+The outcome boundary (DESIGN §4): an exception raised *by the engine* on a spec-valid op is a
+:class:`~fuzz.targets.base.Crash` (a finding); one raised by this repository's adapter is a
+:class:`~fuzz.targets.base.HarnessFault` (never a seed). Python frames decide where they can
+(:func:`fuzz.targets.known.raised_inside`); a call into a native extension leaves no frame of the
+engine's, so adapters make such calls inside :meth:`EngineTarget.calling`, which counts what the
+call raised as the engine's — except a ``TypeError`` (the adapter called it wrongly).
+
+Known findings (``docs/findings/<engine>-<id>.md``) work as they do for transformers
+(:class:`~fuzz.targets.known.KnownFindingsTarget`): each engine module keeps its findings table and
+passes it as :attr:`EngineTarget.findings`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+from abc import abstractmethod
+from typing import Any, Iterator, Optional, Sequence
+
+import numpy as np
+
+from fuzz.ops import Case, Op
+from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats
+from fuzz.targets.known import Finding, KnownFindingsTarget, raised_inside, repo_root
+
+
+class EngineCallFailed(Exception):
+    """An exception the engine raised inside :meth:`EngineTarget.calling` (wrapped so it is classified once)."""
+
+    def __init__(self, what: str, index: Optional[int], op: Optional[Op], error: BaseException):
+        self.what, self.index, self.op, self.error = what, index, op, error
+        super().__init__(f"{what} raised {type(error).__name__}: {error}")
+
+
+class EngineTarget(KnownFindingsTarget):
+    """One engine entry point as a campaign target. Subclasses set :attr:`distribution` (the PyPI
+    name), :attr:`package` (the import name whose files are the engine's), :attr:`release` (the
+    installed version, read at construction), :attr:`finding_kind` and :attr:`findings`, and implement
+    :meth:`run_case`."""
+
+    kind = "model"
+    distribution: str = "?"
+    package: str = "?"
+    release: str = "?"
+    finding_kind: str = "?"
+    findings: tuple[Finding, ...] = ()
+
+    def versions(self) -> dict[str, str]:
+        return {self.distribution: self.release, "numpy": np.__version__}
+
+    def findings_here(self) -> list[Finding]:
+        return [f for f in self.findings if f.applies(self.finding_kind, self.release)]
+
+    # -- running a case
+
+    @abstractmethod
+    def run_case(self, case: Case) -> RunStats:
+        """Drive ``case`` and raise at the first disagreement (no known-finding handling)."""
+
+    def _guarded(self, case: Case) -> RunStats:
+        try:
+            return self.run_case(case)
+        except (Mismatch, Crash, HarnessFault):
+            raise
+        except EngineCallFailed as e:
+            raise Crash(self.name, e.index, e.op, f"{self.package} {self.release}: {e}") from e.error
+        except Exception as e:  # noqa: BLE001 - classified: the engine's crash, or the adapter's fault
+            if self.from_engine(e):
+                raise Crash(self.name, None, None, f"{self.package} {self.release} raised "
+                                                   f"{type(e).__name__}: {e}") from e
+            raise self.fault(e) from e
+
+    @contextlib.contextmanager
+    def calling(self, what: str, index: Optional[int] = None, op: Optional[Op] = None) -> Iterator[None]:
+        """Run one call into the engine: what it raises is the engine's (a crash at op ``index``), except a
+        ``TypeError`` raised in this repository's code or at the call itself (the adapter's fault)."""
+        try:
+            yield
+        except (Mismatch, Crash, HarnessFault, EngineCallFailed):
+            raise
+        except TypeError as e:
+            if self.from_engine(e):
+                raise EngineCallFailed(what, index, op, e) from e
+            raise
+        except Exception as e:  # noqa: BLE001 - the engine raised on a spec-valid op
+            raise EngineCallFailed(what, index, op, e) from e
+
+    def from_engine(self, error: BaseException) -> bool:
+        """Was ``error`` raised in the engine's Python files (rather than this repository's)?"""
+        try:
+            root = os.path.dirname(os.path.abspath(importlib.import_module(self.package).__file__ or ""))
+        except Exception:  # noqa: BLE001 - no package: nothing can have come from it
+            return False
+        return raised_inside(error, root, repo_root())
+
+    def fault(self, error: BaseException, what: str = "") -> HarnessFault:
+        """The adapter failed: a harness fault naming the release, the exception and where it was raised."""
+        where = ""
+        tb = error.__traceback__
+        while tb is not None:
+            where = f" ({os.path.relpath(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno})"
+            tb = tb.tb_next
+        first = (str(error).splitlines() or [""])[0][:300]
+        return HarnessFault(self.name, f"adapter error on {self.distribution} {self.release}"
+                                       f"{': ' + what if what else ''}: {type(error).__name__}: {first}{where}")
+
+
+def close_enough(got: Any, want: Any, atol: float, rtol: float) -> Optional[str]:
+    """``None`` when ``|got - want| <= atol + rtol * |want|`` everywhere (and the shapes agree), else a
+    one-line description of the worst element: index, values and error. NaN in ``got`` is never close."""
+    g = np.asarray(got, dtype=np.float64)
+    w = np.asarray(want, dtype=np.float64)
+    if g.shape != w.shape:
+        return f"shape {g.shape} != reference {w.shape}"
+    err = np.abs(g - w)
+    bound = atol + rtol * np.abs(w)
+    bad = ~(err <= bound)  # NaN compares False: counted as bad
+    if not bad.any():
+        return None
+    excess = np.where(np.isnan(err), np.inf, err - bound)
+    i = np.unravel_index(int(np.argmax(excess)), g.shape)
+    return (f"{int(bad.sum())} of {g.size} values off: worst at {tuple(int(x) for x in i)}: got {g[i]:.6g}, "
+            f"reference {w[i]:.6g} (|err| {err[i]:.3g} > {atol:g} + {rtol:g}*|ref|)")
+
+
+def probe_once(cache: dict, key: Any, probe, *args: Any) -> None:
+    """Run an adapter's probe once per process and key; re-raise what it raised (an ``Unavailable``) each time."""
+    if key not in cache:
+        try:
+            probe(*args)
+            cache[key] = None
+        except Exception as e:  # noqa: BLE001 - kept and re-raised: the target is unavailable with it
+            cache[key] = e
+    if cache[key] is not None:
+        raise cache[key]
+
+
+def rows_of(findings: Sequence[Finding], kind: str) -> list[Finding]:
+    """The rows of a findings table that name ``kind`` (every release): for the notes' release tables."""
+    return [f for f in findings if kind in f.kinds]
