@@ -21,6 +21,8 @@ DTYPES = ("float32", "float16", "bfloat16")
 #: The widest window a campaign draws (``--window-max``) and a seed may hold: a case is a few
 #: allocations of ``W`` entries, so every bound here keeps one case far below a gigabyte.
 WINDOW_BOUND = 65_536
+#: The widest payload (floats per key and value) a seed may name (the strategies draw up to 300).
+WIDTH_BOUND = 4096
 #: The longest chunk a seed may hold (the strategies draw up to ``3 W + 3``).
 CHUNK_BOUND = 4 * WINDOW_BOUND
 #: Default seconds one op of an isolated target may run before the child is killed (a finding).
@@ -65,26 +67,34 @@ class CampaignConfig:
     op_memory: int | None = OP_MEMORY_MB
     #: Build the project's C libraries with ASan + UBSan and preload the runtime in the child (``--sanitize``).
     sanitize: bool = False
-    #: Floats per key and value, and what they are exact in, for cache targets (``--width``, ``--dtype``).
-    width: int = 4
-    dtype: str = "float32"
+    #: Floats per key and value, and what they are exact in, for cache targets (``--width``, ``--dtype``):
+    #: ``None`` draws them per case (widths from :data:`fuzz.strategies.WIDTHS`, dtypes among those the
+    #: target declares); a value pins them.
+    width: int | None = None
+    dtype: str | None = None
+    #: Reproductions of a known finding per target before the cases that would hit it are left out
+    #: (``--known-repeats``; ``None``: every case runs).
+    known_repeats: int | None = 3
     #: The bulk phase also crosses position 2**31 on targets with a trace (``--long``).
     long: bool = False
 
     def __post_init__(self) -> None:
         if self.tester not in TESTERS:
             raise ValueError(f"tester must be one of {', '.join(TESTERS)}, got {self.tester!r}")
-        if isinstance(self.width, bool) or not isinstance(self.width, int) or self.width < 1:
-            raise ValueError(f"width must be an int >= 1, got {self.width!r}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if self.width is not None and (isinstance(self.width, bool) or not isinstance(self.width, int)
+                                       or self.width < 1):
+            raise ValueError(f"width must be an int >= 1 (or None: drawn per case), got {self.width!r}")
+        if self.dtype is not None and self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)} (or None: drawn), got {self.dtype!r}")
+        if self.known_repeats is not None and (isinstance(self.known_repeats, bool)
+                                               or not isinstance(self.known_repeats, int) or self.known_repeats < 0):
+            raise ValueError(f"known_repeats must be an int >= 0 (or None: never skip), got {self.known_repeats!r}")
         if not isinstance(self.targets, tuple):
             object.__setattr__(self, "targets", tuple(self.targets))
 
     def payload_flags(self) -> str:
-        """``--width``/``--dtype`` as a command line needs them to run this campaign's payloads again."""
-        return "".join(f" --{k} {v}" for k, v in (("width", self.width), ("dtype", self.dtype))
-                       if v != getattr(CampaignConfig, k))
+        """``--width``/``--dtype`` as a command line needs them to pin this campaign's payloads again."""
+        return "".join(f" --{k} {v}" for k, v in (("width", self.width), ("dtype", self.dtype)) if v is not None)
 
     def replace(self, **changes: Any) -> "CampaignConfig":
         return dataclasses.replace(self, **changes)

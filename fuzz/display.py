@@ -49,7 +49,7 @@ def _status(r: TargetResult | None) -> str:
 
 def _table(names: Iterable[str], results: dict[str, TargetResult], title: str | None = None) -> Table:
     t = Table(title=title, title_justify="left", show_lines=False)
-    for col in ("target", "status", "examples", "ex/s", "tokens", "tokens/s", "fail", "known"):
+    for col in ("target", "status", "phases", "examples", "ex/s", "tokens", "tokens/s", "fail", "known"):
         t.add_column(col, justify="left" if col in ("target", "status") else "right")
     for p in PHASES:
         t.add_column(PHASE_HEAD[p], justify="right")
@@ -59,12 +59,18 @@ def _table(names: Iterable[str], results: dict[str, TargetResult], title: str | 
         style = {"FAILED": "bold red", "KNOWN": "red", "FAULT": "bold magenta", "ok": "green",
                  "running": "yellow"}.get(st, "")
         if r is None:
-            t.add_row(n, st, *[""] * (6 + len(PHASES)))
+            t.add_row(n, st, *[""] * (7 + len(PHASES)))
             continue
-        t.add_row(n, f"[{style}]{st}[/]" if style else st, f"{r.examples:,}", f"{r.examples_per_s:,.0f}",
+        t.add_row(n, f"[{style}]{st}[/]" if style else st, phases_cell(r), f"{r.examples:,}", f"{r.examples_per_s:,.0f}",
                   f"{r.tokens:,}", f"{r.tokens_per_s:,.0f}", str(len(r.failures)), known_cell(r),
                   *[_phase_cell(r.phases.get(p, 0)) for p in PHASES])
     return t
+
+
+def phases_cell(r: TargetResult) -> str:
+    """Campaign phases that ran / that apply to the target (``fuzz.phases.ORDER``), e.g. ``6/6``."""
+    applies = [rec for rec in r.phases_run.values() if rec.get("status") != "n/a"]
+    return f"{sum(rec.get('status') == 'ran' for rec in applies)}/{len(applies)}" if applies else ""
 
 
 def known_cell(r: TargetResult) -> str:
@@ -79,21 +85,38 @@ def _cases(n: int) -> str:
 
 
 def known_lines(results: list[TargetResult]) -> list[str]:
-    """One line per target and known finding its cases hit: reproduced (a finding the campaign reports),
-    not reproduced (like a strict xfail that passed), or skipped (``--skip-known``)."""
+    """One line per known finding the campaign's cases hit: reproduced (by which targets, how many cases, how
+    many more were left out before running once it had reproduced ``--known-repeats`` times), where it is
+    written up and its upstream thread; one per finding that no target reproduced (like a strict xfail
+    that passed); and one per target for ``--skip-known``."""
     out = []
+    findings: dict[str, dict] = {}
     for r in results:
-        release = r.versions.get("transformers", "?")
         for fid, c in r.known.items():
-            doc = f"docs/findings/{fid}.md"
+            f = findings.setdefault(fid, {"rep": [], "not": [], "cases": 0, "passed": 0, "left": 0, "link": {}})
+            f["link"] = f["link"] or r.known_links.get(fid, {})
+            if "release" not in f["link"]:
+                f["link"] = dict(f["link"], release=f"transformers {r.versions.get('transformers', '?')}")
             if c.get("reproduced"):
-                out.append(f"known finding {fid} reproduced on transformers {release} by {r.name} "
-                           f"({_cases(c['reproduced'])}): {doc}")
-            if c.get("not_reproduced"):
-                out.append(f"finding {fid} not reproduced on transformers {release} by {r.name} "
-                           f"({_cases(c['not_reproduced'])} that hit it passed)")
+                f["rep"].append(r.name)
+                f["cases"] += c["reproduced"]
+            elif c.get("not_reproduced"):
+                f["not"].append(r.name)
+            f["passed"] += c.get("not_reproduced", 0)
+            f["left"] += c.get("skipped", 0)
+    for fid, f in findings.items():
+        link, release = f["link"], f["link"]["release"]
+        doc, upstream = link.get("doc", f"docs/findings/{fid}.md"), link.get("upstream") or "none found"
+        if f["rep"]:
+            left = f", {f['left']:,} more left out before running" if f["left"] else ""
+            out.append(f"known finding {fid} reproduced on {release} by {', '.join(f['rep'])} "
+                       f"({_cases(f['cases'])}{left}): {doc}; upstream: {upstream}")
+        if f["not"]:
+            out.append(f"finding {fid} not reproduced on {release} by {', '.join(f['not'])} "
+                       f"({_cases(f['passed'])} that hit it passed): {doc}")
+    for r in results:
         skipped = {fid: c.get("skipped", 0) for fid, c in r.known.items() if c.get("skipped")}
-        if skipped:
+        if skipped and not any(c.get("reproduced") or c.get("not_reproduced") for c in r.known.values()):
             out.append(f"--skip-known: {r.name} skipped {_cases(sum(skipped.values()))} that hit known findings ("
                        + ", ".join(f"{fid}: {n}" for fid, n in skipped.items()) + ")")
     return out
@@ -186,10 +209,33 @@ def make_display(console: Console | None = None, plain: bool | None = None):
     return PlainDisplay(console.file) if plain else RichDisplay(console)
 
 
+def phase_lines(results: list[TargetResult], goal: int | None = None) -> list[str]:
+    """Which campaign phases did not apply, grouped by phase and reason (one line each), and for every target
+    short of the coverage goal (``goal`` examples and every phase that applies) why (:func:`fuzz.schedule.goal_note`)."""
+    from fuzz.phases import ORDER
+
+    groups: dict[tuple[str, str], list[str]] = {}
+    for r in results:
+        for name in ORDER:
+            rec = r.phases_run.get(name)
+            if rec is not None and rec.get("status") == "n/a":
+                groups.setdefault((name, rec.get("why", "")), []).append(r.name)
+    out = [f"phase {name} does not apply to {', '.join(names)}: {why}" for (name, why), names in groups.items()]
+    if goal is not None:
+        from fuzz.schedule import goal_note
+
+        for r in results:
+            note = goal_note(r, goal)
+            if note:
+                out.append(f"coverage: {r.name}: {note}")
+    return out
+
+
 def summary(console: Console, results: list[TargetResult], title: str = "kvwindow fuzz: summary",
-            names: Iterable[str] | None = None) -> None:
-    """The closing table (every name in ``names``, run or not), coverage notes, what each bulk phase checked,
-    and one line per harness fault and warning."""
+            names: Iterable[str] | None = None, goal: int | None = None) -> None:
+    """The closing table (every name in ``names``, run or not), coverage notes (boundary phases never exercised,
+    campaign phases that do not apply, targets short of ``goal``), what each bulk phase checked, and one line
+    per harness fault and warning."""
     by_name = {r.name: r for r in results}
     names = list(dict.fromkeys([*(names or []), *by_name]))
     console.print(_table(names, by_name, title))
@@ -197,6 +243,8 @@ def summary(console: Console, results: list[TargetResult], title: str = "kvwindo
     for name, ps in missed.items():
         if ps and any(r.examples for r in results if r.name == name):
             console.print(f"note: {name} never exercised {', '.join(ps)}")
+    for line in phase_lines(results, goal):
+        console.print(line, markup=False)
     if any(r.known for r in results):
         console.print("known: cases that hit a known finding (docs/findings/): R reproduced, N not reproduced, "
                       "S skipped")

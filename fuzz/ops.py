@@ -14,11 +14,20 @@ The same ops drive a bare cache (push/push_chunk/reset), the Torch decoder
 (decode one token / prefill a chunk / new cache) and third-party caches, so a
 seed found on one implementation replays on all of them.
 
+A case may also drive **several live instances** of the same cache at once (two objects of one
+class, two handles of one library): ``At(k, op)`` addresses instance ``k`` (text ``@1 push``,
+JSON ``["@", 1, ["push"]]``); ops without an address go to instance 0. Instance ``k >= 1`` is
+declared with its own window and payload width (:class:`Instance`); every instance has its own
+stream, and after every op every instance must still match its own spec. A case also carries the
+payload ``width`` (floats per key and value) and ``dtype`` of instance 0 when they were drawn or
+pinned (``None``: the target's default), so a seed replays with the payloads it was found with.
+
 A :class:`Case` has exactly one text form of its ops (``push chunk:5 reset:3``,
 what ``seeds add --ops`` reads and every report prints) and one JSON form
 (``{"window": 3, "ops": [["push"], ["chunk", 5], ["reset", 3]]}``, what seed
 files store); its :attr:`Case.id` hashes the JSON form, so the same case found
-twice is one seed.
+twice is one seed. A single-instance case at the default payload has the JSON form it always had,
+so the ids of older seeds never change.
 """
 
 from __future__ import annotations
@@ -109,7 +118,86 @@ class Bad:
         return ["bad", self.kind]
 
 
-Op = Union[Push, Chunk, Reset, Bad]
+#: The most live instances one case drives (the instance phase draws 2 or 3).
+MAX_INSTANCES = 4
+
+
+@dataclass(frozen=True)
+class At:
+    """``op`` sent to live instance ``instance >= 1`` of the case (instance 0's ops are never wrapped:
+    :func:`at` returns them bare, so each case has one canonical form)."""
+
+    instance: int
+    op: "Op"
+
+    def __post_init__(self) -> None:
+        if not _nat(self.instance) or not 1 <= self.instance < MAX_INSTANCES:
+            raise OpError(f"an instance address is an int 1..{MAX_INSTANCES - 1} (@0 is written bare), "
+                          f"got {self.instance!r}")
+        if isinstance(self.op, At):
+            raise OpError("an op addresses one instance: @k @j op is not an op")
+
+    @property
+    def tokens(self) -> int:
+        return self.op.tokens
+
+    @property
+    def text(self) -> str:
+        return f"@{self.instance} {self.op.text}"
+
+    def to_json(self) -> list:
+        return ["@", self.instance, self.op.to_json()]
+
+
+Op = Union[Push, Chunk, Reset, Bad, At]
+
+
+def at(instance: int, op: Op) -> Op:
+    """``op`` addressed to ``instance`` in its canonical form: bare for instance 0."""
+    if isinstance(op, At):
+        op = op.op
+    return op if instance == 0 else At(instance, op)
+
+
+def target_of(op: Op) -> tuple[int, Op]:
+    """``(instance, bare op)`` of an op of a case."""
+    return (op.instance, op.op) if type(op) is At else (0, op)
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A live instance ``k >= 1`` of a case: the window its stream starts at and its payload width
+    (``None``: the same as instance 0's)."""
+
+    window: int
+    width: int | None = None
+
+    def __post_init__(self) -> None:
+        if not _nat(self.window) or self.window < 1:
+            raise OpError(f"an instance's 'window' must be an int >= 1, got {self.window!r}")
+        if self.width is not None and (not _nat(self.width) or self.width < 1):
+            raise OpError(f"an instance's 'width' must be an int >= 1, got {self.width!r}")
+
+    @property
+    def text(self) -> str:
+        return f"{self.window}" + (f"x{self.width}" if self.width is not None else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"window": self.window, **({"width": self.width} if self.width is not None else {})}
+
+    @classmethod
+    def from_json(cls, raw: Any, index: int) -> "Instance":
+        if not isinstance(raw, dict) or "window" not in raw or set(raw) - {"window", "width"}:
+            raise OpError(f"instance @{index}: expected {{\"window\": W, \"width\": N}}, got {raw!r}")
+        return cls(raw["window"], raw.get("width"))
+
+    @classmethod
+    def parse(cls, text: str, index: int = 1) -> "Instance":
+        """``"5"`` or ``"5x64"`` (window, or window x width): what ``seeds add --instance`` takes."""
+        w, sep, width = text.strip().partition("x")
+        if not w.isdigit() or (sep and not width.isdigit()):
+            raise OpError(f"instance @{index}: expected WINDOW or WINDOWxWIDTH (e.g. 5 or 5x64), got {text!r}")
+        return cls(int(w), int(width) if sep else None)
 
 
 class OpError(ValueError):
@@ -123,9 +211,18 @@ def _nat(v: Any) -> bool:
 def op_from_json(raw: Any, index: int = 0) -> Op:
     """Parse ``["push"]``, ``["chunk", n]``, ``["reset", w]`` or ``["bad", kind]``."""
     if not isinstance(raw, list) or not raw or not isinstance(raw[0], str):
-        raise OpError(f"op #{index}: expected [\"push\"], [\"chunk\", n], [\"reset\", w] or [\"bad\", kind], "
-                      f"got {raw!r}")
+        raise OpError(f"op #{index}: expected [\"push\"], [\"chunk\", n], [\"reset\", w], [\"bad\", kind] "
+                      f"or [\"@\", k, op], got {raw!r}")
     kind, args = raw[0], raw[1:]
+    if kind == "@":
+        if len(args) != 2 or not _nat(args[0]):
+            raise OpError(f"op #{index}: an addressed op is [\"@\", k, op], got {raw!r}")
+        if args[0] == 0:
+            raise OpError(f"op #{index}: instance 0's ops are written bare, not [\"@\", 0, ...]: {raw!r}")
+        inner = op_from_json(args[1], index)
+        if type(inner) is At:
+            raise OpError(f"op #{index}: an op addresses one instance, got {raw!r}")
+        return At(args[0], inner)
     if kind == "push" and not args:
         return Push()
     if kind == "chunk" and len(args) == 1 and _nat(args[0]):
@@ -147,56 +244,115 @@ def _ops_from_json(raw: Any) -> tuple[Op, ...]:
 
 def _ops_from_text(text: str) -> tuple[Op, ...]:
     ops: list[Op] = []
-    for i, tok in enumerate(text.replace(",", " ").split()):
+    instance: int | None = None  # an @k read, waiting for its op
+    for tok in text.replace(",", " ").split():
+        i = len(ops)
+        if tok.startswith("@"):
+            if instance is not None or not tok[1:].isdigit():
+                raise OpError(f"op #{i}: cannot parse {tok!r}; an address is @K before one op (e.g. @1 push)")
+            instance = int(tok[1:])
+            if not 0 <= instance < MAX_INSTANCES:
+                raise OpError(f"op #{i}: instance {instance} is beyond the {MAX_INSTANCES} a case can drive")
+            continue
         name, _, arg = tok.partition(":")
         if name == "push" and not arg:
-            ops.append(Push())
+            op: Op = Push()
         elif name in ("chunk", "reset") and arg.isdigit():
-            ops.append(op_from_json([name, int(arg)], i))
+            op = op_from_json([name, int(arg)], i)
         elif name == "bad" and arg:
-            ops.append(op_from_json([name, arg], i))
+            op = op_from_json([name, arg], i)
         else:
-            raise OpError(f"op #{i}: cannot parse {tok!r}; write push, chunk:N, reset:W or bad:KIND")
+            raise OpError(f"op #{i}: cannot parse {tok!r}; write push, chunk:N, reset:W or bad:KIND, "
+                          "optionally after @K (the instance it goes to)")
+        ops.append(at(instance or 0, op))
+        instance = None
+    if instance is not None:
+        raise OpError(f"op #{len(ops)}: @{instance} at the end addresses no op")
     return tuple(ops)
+
+
+#: The payload dtypes a case may name (the same as :data:`fuzz.config.DTYPES`, kept here so ops import nothing).
+CASE_DTYPES = ("float32", "float16", "bfloat16")
 
 
 @dataclass(frozen=True)
 class Case:
     """A window and the ops that follow it: what a campaign generates, a target runs, a failure
-    reports and a seed stores."""
+    reports and a seed stores. ``width``/``dtype``: instance 0's payload (``None``: the target's
+    default); ``instances``: the live instances ``1 ..`` the case also drives (:class:`Instance`)."""
 
     window: int
     ops: tuple[Op, ...] = ()
+    width: int | None = None
+    dtype: str | None = None
+    instances: tuple[Instance, ...] = ()
 
     def __post_init__(self) -> None:
         if not _nat(self.window) or self.window < 1:
             raise OpError(f"'window' must be an int >= 1, got {self.window!r}")
         if not isinstance(self.ops, tuple):
             object.__setattr__(self, "ops", tuple(self.ops))
+        if not isinstance(self.instances, tuple):
+            object.__setattr__(self, "instances", tuple(self.instances))
+        if self.width is not None and (not _nat(self.width) or self.width < 1):
+            raise OpError(f"'width' must be an int >= 1, got {self.width!r}")
+        if self.dtype is not None and self.dtype not in CASE_DTYPES:
+            raise OpError(f"'dtype' must be one of {', '.join(CASE_DTYPES)}, got {self.dtype!r}")
+        if 1 + len(self.instances) > MAX_INSTANCES:
+            raise OpError(f"a case drives at most {MAX_INSTANCES} instances, got {1 + len(self.instances)}")
+        for i, op in enumerate(self.ops):
+            if type(op) is At and op.instance > len(self.instances):
+                raise OpError(f"op #{i} ({op.text}) addresses instance {op.instance}, but the case declares "
+                              f"{len(self.instances)} besides instance 0")
 
     # -- the one text form -------------------------------------------------
     @property
     def text(self) -> str:
-        """The ops as text, e.g. ``push chunk:5 reset:3`` (empty for no ops)."""
-        return " ".join(op.text for op in self.ops)
+        """The ops as text, e.g. ``push chunk:5 reset:3`` (empty for no ops); with several instances
+        every op carries its address (``@0 push @1 chunk:5``)."""
+        if not self.instances:
+            return " ".join(op.text for op in self.ops)
+        return " ".join(op.text if type(op) is At else f"@0 {op.text}" for op in self.ops)
 
     @classmethod
-    def parse(cls, window: int, text: str) -> "Case":
+    def parse(cls, window: int, text: str, *, width: int | None = None, dtype: str | None = None,
+              instances: Iterable[Instance] = ()) -> "Case":
         """Inverse of :attr:`text` (commas also separate ops; a JSON op list is accepted too)."""
         text = text.strip()
         if text.startswith("["):
             try:
-                return cls(window, _ops_from_json(json.loads(text)))
+                ops = _ops_from_json(json.loads(text))
             except json.JSONDecodeError as e:
                 raise OpError(f"ops: not valid JSON: {e}") from e
-        return cls(window, _ops_from_text(text))
+        else:
+            ops = _ops_from_text(text)
+        return cls(window, ops, width, dtype, tuple(instances))
+
+    @property
+    def header(self) -> str:
+        """Everything but the ops: ``window=3 width=64 dtype=float16 @1=5x8``."""
+        parts = [f"window={self.window}"]
+        if self.width is not None:
+            parts.append(f"width={self.width}")
+        if self.dtype is not None:
+            parts.append(f"dtype={self.dtype}")
+        parts += [f"@{k}={inst.text}" for k, inst in enumerate(self.instances, 1)]
+        return " ".join(parts)
 
     def __str__(self) -> str:
-        return f"window={self.window} ops: {self.text or '(none)'}"
+        return f"{self.header} ops: {self.text or '(none)'}"
 
     # -- the one JSON form -------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        return {"window": self.window, "ops": [op.to_json() for op in self.ops]}
+        doc: dict[str, Any] = {"window": self.window}
+        if self.width is not None:
+            doc["width"] = self.width
+        if self.dtype is not None:
+            doc["dtype"] = self.dtype
+        if self.instances:
+            doc["instances"] = [inst.to_json() for inst in self.instances]
+        doc["ops"] = [op.to_json() for op in self.ops]
+        return doc
 
     @classmethod
     def from_json(cls, doc: Any) -> "Case":
@@ -205,7 +361,11 @@ class Case:
             raise OpError(f"a case is a JSON object with 'window' and 'ops', got {type(doc).__name__}")
         if "ops" not in doc:
             raise OpError("missing 'ops'")
-        return cls(doc.get("window"), _ops_from_json(doc["ops"]))
+        raw = doc.get("instances", [])
+        if not isinstance(raw, list):
+            raise OpError(f"'instances' must be a list, got {type(raw).__name__}")
+        instances = tuple(Instance.from_json(r, k) for k, r in enumerate(raw, 1))
+        return cls(doc.get("window"), _ops_from_json(doc["ops"]), doc.get("width"), doc.get("dtype"), instances)
 
     @property
     def id(self) -> str:
@@ -218,11 +378,32 @@ class Case:
     def tokens(self) -> int:
         return sum(op.tokens for op in self.ops)
 
+    @property
+    def instance_count(self) -> int:
+        return 1 + len(self.instances)
+
+    def instance_window(self, k: int) -> int:
+        return self.window if k == 0 else self.instances[k - 1].window
+
+    def instance_width(self, k: int) -> int | None:
+        """Instance ``k``'s payload width (``None``: the target's default)."""
+        if k == 0:
+            return self.width
+        own = self.instances[k - 1].width
+        return self.width if own is None else own
+
+    def instance_case(self, k: int) -> "Case":
+        """Instance ``k``'s ops alone, as a single-instance case (op indices are not kept)."""
+        ops = tuple(bare for i, bare in (target_of(op) for op in self.ops) if i == k)
+        return Case(self.instance_window(k), ops, self.instance_width(k), self.dtype)
+
     def streams(self) -> list[tuple[int, list[tuple[int, Op]]]]:
-        """The case split at its resets: ``[(window, [(op index, op), ...]), ...]``, one entry per
-        stream (the first runs before any reset); the resets themselves are not listed."""
+        """Instance 0's ops split at its resets: ``[(window, [(op index, op), ...]), ...]``, one entry
+        per stream (the first runs before any reset); the resets themselves are not listed."""
         out: list[tuple[int, list[tuple[int, Op]]]] = [(self.window, [])]
         for i, op in enumerate(self.ops):
+            if type(op) is At:
+                continue
             if isinstance(op, Reset):
                 out.append((op.window, []))
             else:
@@ -231,10 +412,35 @@ class Case:
 
     def bad_kinds(self) -> set[str]:
         """The kinds of the bad calls in this case (empty for a happy-path case)."""
-        return {op.kind for op in self.ops if type(op) is Bad}
+        return {bare.kind for bare in (target_of(op)[1] for op in self.ops) if type(bare) is Bad}
 
     def widest_window(self) -> int:
-        return max([self.window] + [op.window for op in self.ops if isinstance(op, Reset)])
+        windows = [self.window] + [inst.window for inst in self.instances]
+        return max(windows + [bare.window for bare in (target_of(op)[1] for op in self.ops)
+                              if isinstance(bare, Reset)])
+
+    def widest_payload(self) -> int | None:
+        """The widest payload width any instance names (``None``: all take the target's default)."""
+        named = [w for w in (self.instance_width(k) for k in range(self.instance_count)) if w is not None]
+        return max(named) if named else None
 
     def replace_ops(self, ops: Iterable[Op]) -> "Case":
-        return Case(self.window, tuple(ops))
+        return Case(self.window, tuple(ops), self.width, self.dtype, self.instances)
+
+    def replace(self, **changes: Any) -> "Case":
+        fields = {"window": self.window, "ops": self.ops, "width": self.width, "dtype": self.dtype,
+                  "instances": self.instances}
+        fields.update(changes)
+        return Case(**fields)
+
+    def without_instance(self, k: int) -> "Case":
+        """This case with instance ``k >= 1`` and its ops dropped (later instances renumbered)."""
+        if not 1 <= k <= len(self.instances):
+            raise OpError(f"no instance {k} to drop")
+        ops = []
+        for op in self.ops:
+            i, bare = target_of(op)
+            if i != k:
+                ops.append(at(i - 1 if i > k else i, bare))
+        instances = self.instances[:k - 1] + self.instances[k:]
+        return Case(self.window, tuple(ops), self.width, self.dtype, instances)

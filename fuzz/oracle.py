@@ -28,6 +28,10 @@ PAYLOAD_WIDTH = 4
 #: normal float16 (30 exponents x 1024 mantissas) and bfloat16 (254 x 128) bit pattern.
 _CODES = {"float32": 1 << 22, "float16": 30 * 1024, "bfloat16": 254 * 128}
 
+#: Epochs per live instance: instance ``k``'s streams are epochs ``k * INSTANCE_EPOCHS``, ``+ 1`` after each of
+#: its resets, so no two instances of a case (or two streams of one) ever push the same payload at a position.
+INSTANCE_EPOCHS = 1 << 10
+
 #: The epoch whose payloads bad calls carry (``bad:gap`` ...): no stream ever reaches it, so an
 #: entry a cache wrongly kept from a refused call is visible as a payload of no real stream.
 BAD_EPOCH = -7
@@ -100,7 +104,7 @@ def history_table(epoch: int, width: int, rows: int,
     table = (pos, keys, values)
     for a in table:
         a.flags.writeable = False
-    if epoch < _TABLE_EPOCHS and pos.shape[0] <= _TABLE_ROWS:
+    if 0 <= epoch % INSTANCE_EPOCHS < _TABLE_EPOCHS and epoch < 4 * INSTANCE_EPOCHS and pos.shape[0] <= _TABLE_ROWS:
         _TABLES[(epoch, width, dtype)] = table
     return table
 
@@ -145,16 +149,17 @@ class SpecStream:
     exactly what stepping ``pyspec.step`` over the history gives. Payloads are a pure function
     of ``(epoch, pos)``, so rows are computed ahead in blocks shared by every case
     (:func:`history_table`) and every op's entries and expectation are slices of the same
-    arrays: no per-op allocation.
+    arrays: no per-op allocation. Live instance ``k`` of a case has its own stream, whose epochs
+    start at ``k * INSTANCE_EPOCHS``: a payload one instance finds from another is visible.
     """
 
     __slots__ = ("window", "width", "dtype", "epoch", "n", "after_reset", "_pos", "_keys", "_values", "_filled")
 
-    def __init__(self, window: int, width: int = PAYLOAD_WIDTH, dtype: str = "float32"):
+    def __init__(self, window: int, width: int = PAYLOAD_WIDTH, dtype: str = "float32", instance: int = 0):
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise ValueError(f"window must be an int >= 1, got {window!r}")
         self.window, self.width, self.dtype = window, width, check_dtype(dtype)
-        self.epoch, self.n, self.after_reset = 0, 0, False
+        self.epoch, self.n, self.after_reset = instance * INSTANCE_EPOCHS, 0, False
         self._fill(16)
 
     def _fill(self, capacity: int) -> None:

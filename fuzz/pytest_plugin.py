@@ -57,9 +57,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kvwindow-seeds", default=None, metavar="DIR",
                     help="the seeds directory (default: kvwindow's, from $KVWINDOW_SEEDS, [tool.kvwindow] "
                          "seeds-dir or ./kvwindow-seeds)")
-    group.addoption("--kvwindow-width", type=int, default=None, metavar="N", help="payload width (default 4)")
+    group.addoption("--kvwindow-width", type=int, default=None, metavar="N", help="payload width of seeds that name none (default 4; a seed's own width wins)")
     group.addoption("--kvwindow-dtype", default=None, choices=DTYPES,
-                    help="payload dtype (default float32)")
+                    help="payload dtype of seeds that name none (default float32)")
     parser.addini("kvwindow_target", "kvwindow targets to replay seeds against", type="linelist", default=[])
     parser.addini("kvwindow_seeds", "the kvwindow seeds directory (relative to the rootdir)", default="")
     parser.addini("kvwindow_width", "payload width of the replays", default="")
@@ -87,12 +87,14 @@ class _Settings:
         if self.seeds is not None and not self.seeds.is_dir():
             raise pytest.UsageError(f"kvwindow: seeds directory {self.seeds} does not exist")
         self.rootpath = config.rootpath
-        width = config.getoption("kvwindow_width") or config.getini("kvwindow_width") or 4
-        dtype = config.getoption("kvwindow_dtype") or config.getini("kvwindow_dtype") or "float32"
+        width = config.getoption("kvwindow_width") or config.getini("kvwindow_width") or None
+        dtype = config.getoption("kvwindow_dtype") or config.getini("kvwindow_dtype") or None
         try:
-            self.width = int(width)
+            self.width = None if width is None else int(width)
         except ValueError:
             raise pytest.UsageError(f"kvwindow_width must be an int, got {width!r}") from None
+        if self.width is not None and self.width < 1:
+            raise pytest.UsageError(f"kvwindow_width must be >= 1, got {self.width}")
         self.dtype = dtype
         self._targets: list[Any] | None = None
 
@@ -125,7 +127,7 @@ class _Settings:
         return self._targets
 
 
-def resolve_target(spec: Any, width: int = 4, dtype: str = "float32") -> Any:
+def resolve_target(spec: Any, width: int | None = None, dtype: str | None = None) -> Any:
     """A ``--target`` value as a target configured with the payloads; a bad one is a usage error.
 
     Resolved as ``kvwindow fuzz`` and ``kvwindow replay`` resolve it (:func:`fuzz.targets.isolated.resolve`):
@@ -215,7 +217,7 @@ class SeedItem(pytest.Item):
             raise SeedFailure(f"malformed seed file: {self.problem}")
         settings = self.config.stash[_SETTINGS]
         target = settings.targets()[settings.specs.index(self.spec)]
-        _replay(self.seed.case, target, f"seed {self.seed.id} ({self.path})",
+        _replay(self.seed.run_case, target, f"seed {self.seed.id} ({self.path})",
                 f"kvwindow replay {self.path} --target {self.spec}{settings.payload_flags()}")
 
     def repr_failure(self, excinfo, style=None):
@@ -284,9 +286,9 @@ def kvwindow_replay(request: pytest.FixtureRequest):
                 raise pytest.UsageError("kvwindow_replay(): no case given and the test has no @kvwindow.example")
             case = pinned
         elif isinstance(case, Seed):
-            case = case.case
+            case = case.run_case
         elif isinstance(case, (str, Path)) and window is None:
-            case = load_seed(case).case
+            case = load_seed(case).run_case
         elif isinstance(case, str):
             case = Case.parse(window, case)
         own = [resolve_target(target, settings.width, settings.dtype)] if target is not None else []

@@ -29,11 +29,11 @@ def replay_outcome(seed: Seed, target: Target) -> Outcome | None:
     A seed the target cannot take (a window above its maximum) raises
     ``ValueError`` naming the reason; callers report it rather than skip silently.
     """
-    why = target.accepts(seed.case)
+    why = target.accepts(seed.run_case)
     if why is not None:
         raise ValueError(f"seed {seed.id} cannot run on {target.name}: {why}")
     try:
-        stats = target.run(seed.case)
+        stats = target.run(seed.run_case)
     except Exception as e:  # noqa: BLE001 - any failure of the target is the outcome
         return Outcome(failure_kind(e), f"{type(e).__name__}: {e}")
     known = [fid for fid, reproduced in stats.known.items() if reproduced]

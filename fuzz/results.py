@@ -100,6 +100,13 @@ class TargetResult:
     bulk_seconds: float = 0.0
     #: The explicit tolerances a logits target compares with (``Target.tolerances``).
     tolerances: dict[str, Any] = field(default_factory=dict)
+    #: The campaign phases (:data:`fuzz.phases.ORDER`): name -> ``{"status": "ran" | "n/a" | "skipped" |
+    #: "not reached", "examples": n, "seconds": s, "why": reason}``.
+    phases_run: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Where each known finding that applies to the target is written up (``Target.finding_links``).
+    known_links: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: Why the default campaign's coverage goal was not met here (:mod:`fuzz.schedule`), one line; ``None``: met.
+    short: str | None = None
 
     @property
     def examples_per_s(self) -> float:
@@ -135,6 +142,9 @@ class TargetResult:
             "bulk_tokens": self.bulk_tokens,
             "bulk_seconds": round(self.bulk_seconds, 4),
             "tolerances": dict(self.tolerances),
+            "campaign_phases": {k: dict(v) for k, v in self.phases_run.items()},
+            "short_of_goal": self.short,
+            "known_links": {k: dict(v) for k, v in self.known_links.items()},
         }
 
     @classmethod
@@ -150,7 +160,41 @@ class TargetResult:
                    pending=None if d.get("pending") is None else Failure.from_json(d["pending"]),
                    warnings=list(d.get("warnings", [])),
                    bulk_tokens=d.get("bulk_tokens", 0), bulk_seconds=d.get("bulk_seconds", 0.0),
-                   tolerances=dict(d.get("tolerances", {})))
+                   tolerances=dict(d.get("tolerances", {})),
+                   phases_run={k: dict(v) for k, v in d.get("campaign_phases", {}).items()},
+                   short=d.get("short_of_goal"),
+                   known_links={k: dict(v) for k, v in d.get("known_links", {}).items()})
+
+
+#: Which status of a phase wins when two runs of it are combined (a phase that ran in one worker ran).
+_STATUS_RANK = {"ran": 3, "skipped": 2, "not reached": 1, "n/a": 0}
+
+
+def merge_phases(into: dict[str, dict[str, Any]], other: dict[str, dict[str, Any]]) -> None:
+    """Add ``other``'s phase records to ``into``: examples and seconds add up, the strongest status wins."""
+    for name, rec in other.items():
+        mine = into.get(name)
+        if mine is None:
+            into[name] = dict(rec)
+            continue
+        mine["examples"] = mine.get("examples", 0) + rec.get("examples", 0)
+        mine["seconds"] = round(mine.get("seconds", 0.0) + rec.get("seconds", 0.0), 4)
+        if _STATUS_RANK.get(rec.get("status"), 0) > _STATUS_RANK.get(mine.get("status"), 0):
+            mine["status"] = rec["status"]
+            if "why" in rec:
+                mine["why"] = rec["why"]
+            else:
+                mine.pop("why", None)
+
+
+def absorb(first: TargetResult, later: TargetResult) -> TargetResult:
+    """One target's result after a later round of the same campaign in the same process (:mod:`fuzz.schedule`):
+    counts add up, wall time too; the first failure found is the one kept."""
+    m = merge(first.name, [first, later])
+    m.workers = first.workers
+    m.seconds = first.seconds + later.seconds
+    m.campaign_seed = first.campaign_seed
+    return m
 
 
 def merge(name: str, parts: list[TargetResult]) -> TargetResult:
@@ -172,6 +216,9 @@ def merge(name: str, parts: list[TargetResult]) -> TargetResult:
             mine = m.known.setdefault(fid, {k: 0 for k in c})
             for k, v in c.items():
                 mine[k] = mine.get(k, 0) + v
+        merge_phases(m.phases_run, p.phases_run)
+        m.known_links.update(p.known_links)
+        m.short = m.short or p.short
         m.faults += [f for f in p.faults if f not in m.faults]
         m.warnings += [w for w in p.warnings if w not in m.warnings]
         for f in p.failures:

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from fuzz.config import CHUNK_BOUND, WINDOW_BOUND
-from fuzz.ops import Case, Chunk, OpError
+from fuzz.config import CHUNK_BOUND, WIDTH_BOUND, WINDOW_BOUND
+from fuzz.ops import Case, Chunk, OpError, target_of
 
 #: This repository's own regression seeds (shipped with the package, replayed by ``make test``);
 #: campaigns save into :func:`default_seeds_dir`, never here unless a project points there.
@@ -83,6 +83,19 @@ class Seed:
     def id(self) -> str:
         return self.case.id
 
+    @property
+    def run_case(self) -> Case:
+        """The case as replays run it: a seed saved before cases carried their payload (by a campaign run with
+        ``--width``/``--dtype``, recorded in ``found``) gets those back, so it replays with the payloads it
+        was found with; a case that names its own width and dtype runs as it is."""
+        case = self.case
+        width, dtype = self.found.get("width"), self.found.get("dtype")
+        if case.width is None and isinstance(width, int) and not isinstance(width, bool) and width >= 1:
+            case = case.replace(width=width)
+        if case.dtype is None and dtype in ("float32", "float16", "bfloat16"):
+            case = case.replace(dtype=dtype)
+        return case
+
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "id": self.id, **self.case.to_json(), "found": self.found}
 
@@ -92,9 +105,12 @@ def check_bounds(case: Case, where: str = "seed") -> None:
     widest = case.widest_window()
     if widest > WINDOW_BOUND:
         raise SeedError(f"{where}: window {widest} is beyond the bound {WINDOW_BOUND} (1 <= W <= {WINDOW_BOUND})")
-    longest = max((op.n for op in case.ops if isinstance(op, Chunk)), default=0)
+    longest = max((bare.n for bare in (target_of(op)[1] for op in case.ops) if isinstance(bare, Chunk)), default=0)
     if longest > CHUNK_BOUND:
         raise SeedError(f"{where}: chunk of {longest} tokens is beyond the bound {CHUNK_BOUND}")
+    width = case.widest_payload()
+    if width is not None and width > WIDTH_BOUND:
+        raise SeedError(f"{where}: payload width {width} is beyond the bound {WIDTH_BOUND}")
 
 
 def parse_seed(doc: Any, where: str = "seed") -> Seed:

@@ -10,6 +10,12 @@ A target with an error contract (``Target.bad_kinds``) also gets bad calls
 (``bad:KIND`` ops) interleaved with its normal ops, and one error tour; every
 target that takes long streams gets one long tour past positions 2**15, 2**16
 and 70 000.
+
+Payload width and dtype are dimensions of a cache target's cases: each case draws its width from
+:data:`WIDTHS` (boundary-biased: around the 4 floats every earlier campaign used, and the head
+sizes real models have) unless ``--width`` pins it, and its dtype among those the target declares
+unless ``--dtype`` pins it. :func:`instance_cases` draws cases that drive 2-3 live instances of
+one target at once, each with its own window and width, their ops interleaved.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from functools import lru_cache
 
 from hypothesis import strategies as st
 
-from fuzz.ops import Bad, Case, Chunk, Op, Push, Reset
+from fuzz.ops import Bad, Case, Chunk, Instance, Op, Push, Reset, at
 
 # Strategies are built once per parameter (lru_cache) and reused: building one per draw
 # (validation, labels) cost Hypothesis more than drawing from it.
@@ -38,6 +44,35 @@ def draw_window(rng: random.Random, window_max: int = 16) -> int:
     if window_max > 8 and rng.randrange(3) == 2:
         return rng.randint(1, window_max)
     return rng.randint(1, min(8, window_max))
+
+
+#: Payload widths a case draws from, simplest first (Hypothesis shrinks toward the front): the 4 floats
+#: every campaign used before widths were drawn, the small ones, one past 4, and the head sizes of real
+#: models with their neighbours (a stride or copy sized for 4, 64 or 128 floats shows beside them).
+WIDTHS = (4, 1, 2, 3, 5, 8, 16, 64, 128, 256, 7, 31, 33, 65, 127, 255)
+
+
+@lru_cache(maxsize=None)
+def widths() -> st.SearchStrategy[int]:
+    """A payload width: from :data:`WIDTHS` three times in four, else anything in ``1..300``."""
+    listed = st.sampled_from(WIDTHS)
+    return st.one_of(listed, listed, listed, st.integers(1, 300))
+
+
+@lru_cache(maxsize=None)
+def widths_of(multiple: int = 1) -> st.SearchStrategy[int]:
+    """:func:`widths` rounded up to a multiple of ``multiple`` (a target whose payload is heads x head dim)."""
+    return widths() if multiple <= 1 else widths().map(lambda w: -(-w // multiple) * multiple)
+
+
+@lru_cache(maxsize=None)
+def payload_dims(width: int | None, drawn_width: bool, dtypes: tuple[str, ...],
+                 multiple: int = 1) -> st.SearchStrategy:
+    """``(width, dtype)`` of a case: ``width`` when pinned, drawn when the target takes widths (else
+    ``None``); the dtype drawn among ``dtypes`` (``float32`` first), ``None`` when there is no choice."""
+    w = st.just(width) if width is not None else widths_of(multiple) if drawn_width else st.none()
+    d = st.sampled_from(dtypes) if len(dtypes) > 1 else st.just(dtypes[0] if dtypes else None)
+    return st.tuples(w, d)
 
 
 @lru_cache(maxsize=None)
@@ -85,6 +120,22 @@ def _op_templates(window: int, window_max: int, bad: tuple[str, ...] = ()) -> tu
     return st.sampled_from(range(len(table))), tuple(table)
 
 
+def _draw_op(draw, w: int, window_max: int, bad: tuple[str, ...]) -> tuple[Op, int]:
+    """One op for a stream currently at window ``w``, and the window after it."""
+    pick, table = _op_templates(w, window_max, bad)
+    kind, arg = table[draw(pick)]
+    if kind == "push":
+        return Push(), w
+    if kind == "edge":
+        return Chunk(arg), w
+    if kind == "chunk":
+        return Chunk(draw(arg)), w
+    if kind == "bad":
+        return Bad(arg), w
+    w = draw(arg)
+    return Reset(w), w
+
+
 @st.composite
 def op_lists(draw, window: int, max_ops: int = 24, window_max: int = 16, max_tokens: int | None = None,
              bad: tuple[str, ...] = ()):
@@ -95,19 +146,7 @@ def op_lists(draw, window: int, max_ops: int = 24, window_max: int = 16, max_tok
     tokens = 0
     bad = tuple(bad)
     for _ in range(draw(_integers(0, max_ops))):
-        pick, table = _op_templates(w, window_max, bad)
-        kind, arg = table[draw(pick)]
-        if kind == "push":
-            op: Op = Push()
-        elif kind == "edge":
-            op = Chunk(arg)
-        elif kind == "chunk":
-            op = Chunk(draw(arg))
-        elif kind == "bad":
-            op = Bad(arg)
-        else:
-            w = draw(arg)
-            op = Reset(w)
+        op, w = _draw_op(draw, w, window_max, bad)
         if max_tokens is not None and tokens + op.tokens > max_tokens:
             break
         tokens += op.tokens
@@ -117,25 +156,70 @@ def op_lists(draw, window: int, max_ops: int = 24, window_max: int = 16, max_tok
 
 @st.composite
 def cases(draw, window_max: int = 16, max_ops: int = 24, max_tokens: int | None = None,
-          start_window: int | None = None, bad: tuple[str, ...] = ()) -> Case:
+          start_window: int | None = None, bad: tuple[str, ...] = (), width: int | None = None,
+          drawn_width: bool = False, dtypes: tuple[str, ...] = (), multiple: int = 1) -> Case:
     """A boundary-biased :class:`~fuzz.ops.Case` (starting at ``start_window`` when given), with bad
-    calls of the ``bad`` kinds (a target's ``bad_kinds``) interleaved."""
+    calls of the ``bad`` kinds (a target's ``bad_kinds``) interleaved, and its payload width and dtype
+    (:func:`payload_dims`)."""
     w = draw(windows(window_max)) if start_window is None else start_window
-    return Case(w, tuple(draw(op_lists(w, max_ops, window_max, max_tokens, tuple(bad)))))
+    pw, dt = draw(payload_dims(width, drawn_width, tuple(dtypes), multiple))
+    return Case(w, tuple(draw(op_lists(w, max_ops, window_max, max_tokens, tuple(bad)))), pw, dt)
+
+
+@st.composite
+def instance_cases(draw, window_max: int = 16, max_ops: int = 32, max_tokens: int | None = None,
+                   bad: tuple[str, ...] = (), width: int | None = None, drawn_width: bool = False,
+                   dtypes: tuple[str, ...] = (), multiple: int = 1) -> Case:
+    """A case that drives 2 or 3 live instances of one target, ops interleaved: each op first draws the
+    instance it goes to (Hypothesis shrinks that toward instance 0, so a case whose bug needs only one
+    instance shrinks to one stream), then an op for that instance's current window. An instance shares
+    instance 0's window half the time and its width half the time: state shared between instances of
+    one configuration (a buffer per window, a slab per width) shows only then."""
+    n = draw(_integers(2, 3))
+    w0 = draw(windows(window_max))
+    pw, dt = draw(payload_dims(width, drawn_width, tuple(dtypes), multiple))
+    instances = []
+    for _ in range(n - 1):
+        wk = draw(st.one_of(st.just(w0), windows(window_max)))
+        own = None if width is not None or not drawn_width else draw(st.one_of(st.none(), widths_of(multiple)))
+        instances.append(Instance(wk, own))
+    current = [w0] + [inst.window for inst in instances]
+    ops: list[Op] = []
+    tokens = 0
+    bad = tuple(bad)
+    for _ in range(draw(_integers(0, max_ops))):
+        k = draw(_integers(0, n - 1))
+        op, current[k] = _draw_op(draw, current[k], window_max, bad)
+        if max_tokens is not None and tokens + op.tokens > max_tokens:
+            break
+        tokens += op.tokens
+        ops.append(at(k, op))
+    return Case(w0, tuple(ops), pw, dt, tuple(instances))
 
 
 def boundary_tours(window_max: int = 16, max_tokens: int | None = None, bad: tuple[str, ...] = ()) -> list[Case]:
-    """A few explicit cases that walk through every boundary at once — a fuzzer's seed corpus.
+    """Every explicit case a campaign runs before it draws any — a fuzzer's seed corpus: the
+    :func:`window_tours`, then, for a target with an error contract (``bad``: its ``bad_kinds``), the
+    :func:`error_tour`, and for a target that takes that many tokens, the :func:`long_tour` (each is
+    its own campaign phase, :mod:`fuzz.phases.tours`)."""
+    tours = window_tours(window_max, max_tokens)
+    if bad:
+        tours.append(error_tour(tuple(bad), window_max))
+    long = long_tour(window_max)
+    if max_tokens is None or long.tokens <= max_tokens:
+        tours.append(long)
+    return tours
+
+
+def window_tours(window_max: int = 16, max_tokens: int | None = None) -> list[Case]:
+    """A few explicit cases that walk through every boundary at once.
 
     For small windows, one stream reaches ``W - 1``, ``W`` and ``W + 1`` token by token,
     then takes chunks of ``W``, ``W + 1``, ``1``, ``2W + 3`` and ``0`` at an unaligned
     position, resets exactly when full, fills with one chunk of exactly ``W``, widens
-    the window and overflows it by one from empty.     The campaign runs these first
-    (Hypothesis's explicit phase), so the common boundary bugs die in the first few
-    examples instead of waiting for the random phase to find them; ops past
-    ``max_tokens`` are dropped so each tour fits the target. Then, for a target with an
-    error contract (``bad``: its ``bad_kinds``), the :func:`error_tour`, and for a target that
-    takes that many tokens, the :func:`long_tour`.
+    the window and overflows it by one from empty. The campaign runs these first,
+    so the common boundary bugs die in the first few examples instead of waiting for
+    the random phase to find them; ops past ``max_tokens`` are dropped so each tour fits the target.
     """
     tours = []
     for w in [w for w in (1, 2, 3, 5) if w <= window_max]:
@@ -151,11 +235,6 @@ def boundary_tours(window_max: int = 16, max_tokens: int | None = None, bad: tup
                 break
             kept.append(op)
         tours.append(Case(w, tuple(kept)))
-    if bad:
-        tours.append(error_tour(tuple(bad), window_max))
-    long = long_tour(window_max)
-    if max_tokens is None or long.tokens <= max_tokens:
-        tours.append(long)
     return tours
 
 

@@ -31,7 +31,7 @@ from typing import Callable
 
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase, InMemoryExampleDatabase
 
-from fuzz.campaign import fuzz_target, save_failure, slack
+from fuzz.campaign import save_failure
 from fuzz.config import CampaignConfig
 from fuzz.results import TargetResult, merge
 from fuzz.targets.base import Target
@@ -47,13 +47,22 @@ class DatabaseError(ValueError):
     """A ``--db`` value that cannot be opened (a usage error)."""
 
 
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def auto_workers() -> int:
+    """``--workers auto``: one worker per usable core, within :func:`max_workers`."""
+    return max(1, min(usable_cores(), max_workers()))
+
+
 def max_workers() -> int:
     """The largest ``--workers``: :data:`WORKERS_PER_CORE` per usable core, and one per
     :data:`WORKER_MEMORY` of available memory (at least 1)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
+    cores = usable_cores()
     available = None
     try:
         with open("/proc/meminfo") as f:
@@ -183,43 +192,10 @@ def worker_seed(campaign_seed: int | None, index: int) -> int | None:
 def _run_targets(config: CampaignConfig, get_target: Callable[[str], Target], *, database: ExampleDatabase | None,
                  stop: Callable[[], bool], publish: Callable[[TargetResult], None],
                  close_after: bool = False) -> list[TargetResult]:
-    """Run ``config.targets`` one after another, each for an equal share of ``config.seconds``.
+    """Run ``config.targets`` within ``config.seconds`` as :mod:`fuzz.schedule` spends it (coverage first)."""
+    from fuzz.schedule import run_targets
 
-    Shrinking and reduction may run :func:`fuzz.campaign.slack` past a target's share, but the
-    campaign as a whole ends by ``config.seconds`` plus the slack of the whole budget."""
-    from fuzz.targets.isolated import close
-
-    results: list[TargetResult] = []
-    specs = config.targets
-    start = time.monotonic()
-    hard = start + config.seconds + slack(config.seconds)
-    warnings = getattr(database, "warnings", [])
-
-    def publish_with_warnings(r: TargetResult) -> None:
-        if warnings:
-            r.warnings = list(warnings)
-        publish(r)
-
-    for i, spec in enumerate(specs):
-        if stop():
-            break
-        target = get_target(spec)  # building a model target can take seconds: share the time after it
-        try:
-            # Share what is left equally among the targets not yet run (a fast finish donates its time);
-            # every target gets a short floor so none is listed with zero examples.
-            now = time.monotonic()
-            left = config.seconds - (now - start)
-            per = max(min(1.0, config.seconds / len(specs)), left / (len(specs) - i))
-            r = fuzz_target(target, config, seconds=per, database=database, on_progress=publish_with_warnings,
-                            stop=stop, deadline=min(hard, now + per + slack(per)))
-        finally:
-            if close_after:
-                close(target)
-        publish_with_warnings(r)
-        results.append(r)
-        if r.interrupted:
-            break
-    return results
+    return run_targets(config, get_target, database=database, stop=stop, publish=publish, close_after=close_after)
 
 
 def run_in_process(config: CampaignConfig, targets: list[Target], *, database: ExampleDatabase | None = None,

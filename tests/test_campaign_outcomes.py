@@ -127,7 +127,7 @@ def test_the_same_death_in_an_isolated_child_is_a_crash_finding(tmp_path, capsys
     rc, out, err, doc = fuzz(capsys, tmp_path, "--target", CRASHERS + "KillsItsProcess", "--isolate", time_s="6")
     assert rc == 1, out + err
     (f,) = doc["failures"]
-    assert f["kind"] == "crash" and "SIGKILL at op #" in f["error"] and "reset" in f["error"]
+    assert f["kind"] == "crash" and "SIGKILL at " in f["error"] and "reset" in f["error"]  # a reset op or the opening one
 
 
 def test_a_worker_that_dies_while_shrinking_keeps_its_smallest_case(tmp_path, capsys):

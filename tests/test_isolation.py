@@ -175,7 +175,8 @@ def test_the_isolated_target_answers_as_the_target_itself_does(spec, segv_lib):
 
 def test_width_and_dtype_reach_the_isolated_child(tmp_path, capsys):
     """configured() reaches the runners: a library that crashes on any push into a ring of width 8 passes at
-    the default width and crashes once the campaign asks for --width 8, found, saved and replayed so."""
+    the default width and crashes once the campaign asks for --width 8, found, saved and replayed so; a
+    campaign that draws its widths finds it too, and its seed carries the width."""
     lib = c_crasher("segv", tmp_path / "libwide.so", when="r->width == 8")
     with resolve(f"c:{lib}") as t:
         assert t.run(TRIGGER).tokens == 7
@@ -185,16 +186,23 @@ def test_width_and_dtype_reach_the_isolated_child(tmp_path, capsys):
             wide.run(Case(3, (Push(),)))
         assert t.run(TRIGGER).tokens == 7  # the unconfigured view still gets a width-4 runner
         res = fuzz_target(t, CampaignConfig(width=8, seconds=10, campaign_seed=1, seeds_dir=str(tmp_path / "c")))
+        drawn = fuzz_target(t, CampaignConfig(seconds=20, campaign_seed=1, seeds_dir=str(tmp_path / "d")))
     (f,) = res.failures
-    assert f.kind == "crash" and "SIGSEGV" in f.error and f.replay.endswith("--width 8")
+    assert f.kind == "crash" and "SIGSEGV" in f.error and f.case.width == 8 and "--width" not in f.replay
+    (g,) = drawn.failures
+    assert g.kind == "crash" and g.case.width == 8, g
     sd = tmp_path / "s"
     rc, out, err = run(capsys, "fuzz", "--target", f"c:{lib}", "--width", "8", "--time", "10", "--seed", "1",
                        "--plain", "--seeds-dir", str(sd), "--db", str(tmp_path / "db"))
-    assert rc == 1 and "SIGSEGV at op #0 (push)" in out and "--width 8" in out, out + err
+    assert rc == 1 and "SIGSEGV at op #0 (push)" in out and "width=8" in out, out + err
     (seed,) = sd.glob("*.json")
-    assert json.loads(seed.read_text())["found"]["width"] == 8
-    rc, out, _ = run(capsys, "replay", str(seed), "--target", f"c:{lib}", "--width", "8")
-    assert rc == 1 and "FAILED (crash)" in out and "SIGSEGV" in out
+    assert json.loads(seed.read_text())["width"] == 8
+    for flags in ([], ["--width", "4"]):  # the seed's own width wins: it replays as it was found
+        rc, out, _ = run(capsys, "replay", str(seed), "--target", f"c:{lib}", *flags)
+        assert rc == 1 and "FAILED (crash)" in out and "SIGSEGV" in out, (flags, out)
+    plain = json.loads(seed.read_text())
+    del plain["width"], plain["id"]
+    seed.write_text(json.dumps(plain))  # the same ops at the target's default width pass
     rc, out, _ = run(capsys, "replay", str(seed), "--target", f"c:{lib}")
     assert rc == 0, out
 
@@ -270,5 +278,7 @@ def test_a_library_that_dies_in_the_bulk_phase_is_found_saved_and_replayed(tmp_p
     out, doc, seed = _fuzz_until_crash_and_replay(capsys, tmp_path, trace_segv_lib)
     (target,) = doc["targets"]
     assert target["bulk_tokens"] == TRACE_DEATH and target["bulk_seconds"] > 0
-    assert Case.from_json(seed) == Case(1, (Chunk(TRACE_DEATH - 1), Push(), Push())), seed
+    # the bulk phase ran at one drawn width, and the seed carries it
+    assert Case.from_json(seed).replace(width=None) == Case(1, (Chunk(TRACE_DEATH - 1), Push(), Push())), seed
+    assert seed["width"] == target["campaign_phases"]["bulk"]["width"]
     assert "SIGSEGV at op #2 (push)" in out and f"bulk phase: c:{trace_segv_lib}: 40,000 tokens" in out

@@ -68,16 +68,30 @@ def test_the_finding_applies_only_to_its_kind_and_releases():
 
 
 def test_the_campaign_counts_known_findings_per_target(tmp_path):
-    res = fuzz_target(WindowTwoBug(), CampaignConfig(seconds=20, max_examples=150, campaign_seed=0,
+    res = fuzz_target(WindowTwoBug(), CampaignConfig(seconds=20, max_examples=150, campaign_seed=0, known_repeats=None,
                                                      seeds_dir=str(tmp_path)))
     assert not res.failures and not list(tmp_path.iterdir())  # a known finding is never a seed
     counts = res.known["fake-window-2"]
-    assert counts["reproduced"] > 0 and counts["not_reproduced"] > 0 and counts["skipped"] == 0
+    assert counts["reproduced"] > 3 and counts["not_reproduced"] > 0 and counts["skipped"] == 0
     assert res.known_reproduced == ["fake-window-2"]
     again = TargetResult.from_json(json.loads(json.dumps(res.to_json())))
     assert again.known == res.known
     both = merge(res.name, [res, again])
     assert both.known["fake-window-2"]["reproduced"] == 2 * counts["reproduced"]
+
+
+@pytest.mark.parametrize("repeats", [3, 1, 0])
+def test_after_k_reproductions_the_cases_of_a_finding_are_left_out_before_they_run(tmp_path, repeats):
+    """Issue 20: a known finding reproduced K times stops eating the budget; its later cases are counted as
+    skipped, never run (the target sees none of them), and the campaign still draws its 150 examples."""
+    target = WindowTwoBug()
+    res = fuzz_target(target, CampaignConfig(seconds=20, max_examples=150, campaign_seed=0, known_repeats=repeats,
+                                             save_seeds=False))
+    counts = res.known["fake-window-2"]
+    assert counts["reproduced"] == repeats and counts["skipped"] > 0, counts
+    ran_hitting = [c for c in target.ran if any(w == 2 for w, _ in c.streams())]
+    assert len(ran_hitting) == counts["reproduced"] + counts["not_reproduced"]
+    assert res.examples >= 150 and res.phases_run["generated"]["examples"] > 0
 
 
 def test_skip_known_campaign_counts_skips(tmp_path):

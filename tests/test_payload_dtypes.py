@@ -106,25 +106,26 @@ def test_the_payload_flags_are_validated_recorded_and_replayed(tmp_path, capsys)
     doc = json.loads(rep.read_text())
     assert doc["config"]["width"] == 2 and doc["config"]["dtype"] == "float16"
     fail = doc["failures"][0]
-    assert fail["replay"].endswith("--width 2 --dtype float16")
-    seed = json.loads(open(fail["seed_path"]).read())
-    assert seed["found"]["width"] == 2 and seed["found"]["dtype"] == "float16"
+    seed = json.loads(open(fail["seed_path"]).read())  # the case carries its payload: the hint needs no flags
+    assert seed["width"] == 2 and seed["dtype"] == "float16" and "--width" not in fail["replay"]
     capsys.readouterr()
     argv = fail["replay"].split()[1:]
     assert main(argv) == 1 and "FAILED" in capsys.readouterr().out
 
 
-def test_every_replay_hint_carries_the_payload_flags(tmp_path, capsys, monkeypatch):
-    """seeds show (from the seed's found), and a seed that could not be written (printed with the commands that
-    store and replay it), replay with the campaign's --width/--dtype like the saved seed's hint."""
+def test_every_replay_hint_replays_the_payload(tmp_path, capsys, monkeypatch):
+    """A seed saved before cases carried their payload (a --width/--dtype campaign's, in 'found') replays with it;
+    a seed that could not be written is printed with the commands that store it as it is and replay it."""
     import re
 
     from fuzz import seeds
 
     seed = seeds.Seed(Case.parse(3, "push push"), {"width": 2, "dtype": "float16"})
     path, _ = seeds.save_seed(seed, tmp_path / "s")
+    assert seeds.load_seed(path).run_case == Case.parse(3, "push push", width=2, dtype="float16")
     assert main(["seeds", "show", seed.id, "--seeds-dir", str(tmp_path / "s")]) == 0
-    assert f"replay: kvwindow replay {path} --width 2 --dtype float16" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "replays as: window=3 width=2 dtype=float16 ops: push push" in out and f"replay: kvwindow replay {path}\n" in out
 
     def refuse(*a, **k):
         raise PermissionError(13, "Permission denied")
@@ -135,8 +136,8 @@ def test_every_replay_hint_carries_the_payload_flags(tmp_path, capsys, monkeypat
                "--db", str(tmp_path / "db")])
     out = capsys.readouterr().out
     assert rc == 1 and "seed NOT saved" in out, out
-    assert re.search(r"&& kvwindow replay DIR/\w+\.json --target py:tests\.support\.caches:ReadsFromSlotZero "
-                     r"--width 2 --dtype float16\n", out), out
+    assert re.search(r"seeds add --window \d+ --ops '[^']*' --width 2 --dtype float16 --seeds-dir DIR && "
+                     r"kvwindow replay DIR/\w+\.json --target py:tests\.support\.caches:ReadsFromSlotZero\n", out), out
 
 
 def test_logits_targets_report_their_tolerances(tmp_path):

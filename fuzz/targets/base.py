@@ -63,10 +63,10 @@ class Crash(Exception):
         return rebuild, (type(self), (self.target, self.index, self.op, self.detail), {"signal": self.signal})
 
 
-def crash_from(target: str, index: int | None, op: Op | None, error: BaseException) -> Crash:
+def crash_from(target: str, index: int | None, op: Op | None, error: BaseException, where: str = "") -> Crash:
     """The :class:`Crash` an exception the implementation raised at op ``index`` stands for (``-1``: the opening
-    reset; ``None``: not at an op of a case, e.g. in the bulk phase)."""
-    return Crash(target, index, op, f"raised {type(error).__name__}: {error}")
+    reset; ``None``: not at an op of a case, e.g. in the bulk phase); ``where`` names a live instance."""
+    return Crash(target, index, op, f"{where + ': ' if where else ''}raised {type(error).__name__}: {error}")
 
 
 def rebuild(cls: type, args: tuple, kwargs: dict) -> BaseException:
@@ -132,6 +132,16 @@ class Target(ABC):
     publishes_ops: bool = False
     #: The ``bad:KIND`` ops this target's error contract takes (:mod:`fuzz.targets.ring_errors`).
     bad_kinds: tuple[str, ...] = ()
+    #: Whether it has written-up known findings (:meth:`known_hits` can name some).
+    knows_findings: bool = False
+    #: Whether a case may drive several live instances of it at once (:class:`fuzz.ops.At`).
+    instances: bool = False
+    #: Whether the payload width (floats per key and value) is a dimension of its cases (cache targets).
+    widths: bool = False
+    #: Every payload width it takes is a multiple of this (a layout of heads x head dim).
+    width_multiple: int = 1
+    #: The payload dtypes it declares it stores exactly (drawn among them); empty: dtype is no dimension.
+    dtypes: tuple[str, ...] = ()
 
     def accepts(self, case: Case) -> str | None:
         """``None`` if the case fits this target, else why not (a window above ``window_max``, a
@@ -142,6 +152,14 @@ class Target(ABC):
                 return f"window {widest} exceeds {self.name}'s maximum {self.window_max}"
         if self.max_tokens is not None and case.tokens > self.max_tokens:
             return f"{case.tokens} tokens exceed {self.name}'s maximum {self.max_tokens} per case"
+        if self.widths and self.width_multiple > 1:
+            bad = [w for w in (case.instance_width(k) for k in range(case.instance_count))
+                   if w is not None and w % self.width_multiple]
+            if bad:
+                return f"payload width {bad[0]} is not a multiple of {self.width_multiple}, as {self.name} needs"
+        if case.instances and not self.instances:
+            return (f"the case drives {case.instance_count} live instances; {self.name} is driven as one "
+                    "(its streams are models or sessions, not caches a case builds twice)")
         extra = case.bad_kinds().difference(self.bad_kinds)
         if extra:
             takes = f"it takes {', '.join('bad:' + k for k in self.bad_kinds)}" if self.bad_kinds else \
@@ -159,6 +177,10 @@ class Target(ABC):
         """The ids of the known findings (``docs/findings/``) ``case`` would hit on this target, decided from
         the case alone before it runs (:class:`fuzz.targets.known.KnownFindingsTarget`); empty: none."""
         return set()
+
+    def finding_links(self) -> dict[str, dict[str, str]]:
+        """Where the known findings that apply here are written up (:class:`fuzz.targets.known.KnownFindingsTarget`)."""
+        return {}
 
     def tolerances(self) -> dict[str, dict[str, float]]:
         """The explicit tolerances a logits target compares with (empty: everything is exact)."""

@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fuzz.ops import Case, Chunk, Op, Push, Reset
+from fuzz.ops import Case, Chunk, Op, Push, Reset, target_of
 from fuzz.oracle import PAYLOAD_WIDTH, SpecStream, check_dtype
 from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats, Target, TargetError, crash_from
 from fuzz.targets.progress import OP
@@ -152,6 +152,13 @@ class CacheTarget(Target):
     bookkeeping) that raises is a :class:`~fuzz.targets.base.HarnessFault`. The ``try`` blocks
     cost nothing until they catch.
 
+    Payload width and dtype are dimensions of every case (DESIGN §1): a case's own ``width`` /
+    ``dtype`` win, else the target's (the campaign's ``--width``/``--dtype``, :meth:`configured`);
+    each instance of a case is a cache built for its own width. A case with several instances
+    (:class:`~fuzz.ops.At` ops) builds them all first and keeps them live together; every op goes to
+    one of them, and after every op *every* instance is read back against its own spec stream, so
+    state one instance shares with another shows as soon as it leaks.
+
     ``errors`` is the error contract bad calls go to (:mod:`fuzz.targets.ring_errors`), or
     ``None``: the target takes no ``bad:`` op. A bad call's documented refusal (a status, or the
     exception ``validates_positions`` promises) is the expected outcome, checked by the contract:
@@ -160,30 +167,37 @@ class CacheTarget(Target):
     """
 
     publishes_ops = True
+    instances = True
     #: A run of consecutive pushes goes through :meth:`_push_run` (after its first push).
     traced = False
 
     def __init__(self, name: str, factory: Callable[[], Any], *, width: int = PAYLOAD_WIDTH,
                  window_max: int | None = None, dtype: str = "float32", errors: Any = None,
-                 fixed_payload: bool = False):
+                 fixed_payload: bool = False, dtypes: tuple[str, ...] = ("float32",), width_multiple: int = 1):
         self.name, self.factory, self.width, self.dtype = name, factory, width, check_dtype(dtype)
         self.window_max = window_max
         self.errors = errors
         self.bad_kinds = tuple(errors.kinds) if errors is not None else ()
-        #: The cache's payload layout is its own (``cuda-ring``: heads x head dim): ``--width``/``--dtype`` do not apply.
+        #: The cache's payload layout is its own (``cuda-ring``: heads x head dim): widths and dtypes do not apply.
         self.fixed_payload = fixed_payload
+        self.widths = not fixed_payload
+        self.width_multiple = width_multiple
+        self.dtypes = () if fixed_payload else tuple(check_dtype(d) for d in dtypes)
 
     def configured(self, config: Any) -> "CacheTarget":
-        """This target with the campaign's payload width and dtype (``--width``, ``--dtype``)."""
-        width, dtype = getattr(config, "width", self.width), getattr(config, "dtype", self.dtype)
+        """This target with the campaign's pinned payload width and dtype (``--width``, ``--dtype``; a
+        drawn dimension, ``None``, keeps the target's default for cases that do not name one)."""
+        width = getattr(config, "width", None) or self.width
+        dtype = getattr(config, "dtype", None) or self.dtype
         if self.fixed_payload or (width, dtype) == (self.width, self.dtype):
             return self
         other = copy.copy(self)
         other.width, other.dtype = width, check_dtype(dtype)
         return other
 
-    def new_cache(self) -> Any:
-        """A fresh cache under test."""
+    def new_cache(self, width: int | None = None) -> Any:
+        """A fresh cache under test (a Python class is built with no arguments: it takes the width of the
+        first payload it is pushed)."""
         return self.factory()
 
     def run(self, case: Case) -> RunStats:
@@ -194,13 +208,20 @@ class CacheTarget(Target):
         except Exception as e:  # noqa: BLE001 - not raised by the cache: the harness failed
             raise HarnessFault(self.name, f"{type(e).__name__} in the harness: {e}") from e
 
-    def _run(self, case: Case) -> RunStats:
+    def _build(self, case: Case, k: int) -> tuple[Any, Any, SpecStream]:
+        """Instance ``k`` of ``case``: the raw cache, its array view and its spec stream."""
+        width = (None if self.fixed_payload else case.instance_width(k)) or self.width
+        dtype = (None if self.fixed_payload else case.dtype) or self.dtype
         try:
-            raw = self.new_cache()
+            raw = self.new_cache(width)
         except Exception as e:  # noqa: BLE001
             raise HarnessFault(self.name, f"cannot build the cache: {type(e).__name__}: {e}") from e
-        cache = array_cache(raw, self.width, self.dtype)
-        spec = SpecStream(case.window, self.width, self.dtype)
+        return raw, array_cache(raw, width, dtype), SpecStream(case.instance_window(k), width, dtype, k)
+
+    def _run(self, case: Case) -> RunStats:
+        if case.instances:
+            return self._run_instances(case)
+        raw, cache, spec = self._build(case, 0)
         stats = RunStats()
         phases = stats.phases
         slot = self.op_slot
@@ -218,19 +239,7 @@ class CacheTarget(Target):
             if slot is not None:
                 slot[OP] = i
             kind = type(op)
-            if kind is Push or kind is Chunk or kind is Reset:
-                entry = None if kind is Reset else spec.next_entry() if kind is Push else spec.new_entries(op.n)
-                try:
-                    if kind is Push:
-                        cache.push(*entry)
-                    elif kind is Chunk:
-                        cache.push_arrays(*entry)
-                    else:
-                        cache.reset(op.window)
-                except Exception as e:  # noqa: BLE001 - the cache raised on a spec-valid op
-                    raise crash_from(self.name, i, op, e) from e
-            else:
-                self._bad(raw, cache, spec, i, op)
+            self._apply(raw, cache, spec, i, op, op)
             phases |= spec.apply(op)
             stats.tokens += op.tokens
             self._check(raw, cache, spec, i, op)
@@ -238,18 +247,66 @@ class CacheTarget(Target):
                 skip = self._push_run(raw, cache, spec, ops, i + 1, stats)
         return stats
 
+    def _run_instances(self, case: Case) -> RunStats:
+        """Every instance built and reset first, then the ops interleaved; all of them checked after each op."""
+        live = [self._build(case, k) for k in range(case.instance_count)]
+        stats = RunStats()
+        slot = self.op_slot
+        for k, (raw, cache, spec) in enumerate(live):
+            try:
+                cache.reset(spec.window)
+            except Exception as e:  # noqa: BLE001 - the cache raised on a spec-valid op
+                raise crash_from(self.name, -1, None, e, f"instance @{k}") from e
+        self._check_all(live, -1, None)
+        for i, op in enumerate(case.ops):
+            if slot is not None:
+                slot[OP] = i
+            k, bare = target_of(op)
+            raw, cache, spec = live[k]
+            self._apply(raw, cache, spec, i, op, bare)
+            stats.phases |= spec.apply(bare)
+            stats.tokens += op.tokens
+            self._check_all(live, i, op)
+        return stats
+
+    def _check_all(self, live: list, i: int, op: Op | None) -> None:
+        for k, (raw, cache, spec) in enumerate(live):
+            try:
+                self._check(raw, cache, spec, i, op)
+            except Mismatch as e:
+                raise Mismatch(self.name, i, op, f"instance @{k}: {e.detail}") from None
+
+    def _apply(self, raw: Any, cache: Any, spec: SpecStream, i: int, op: Op, bare: Op) -> None:
+        """Send ``bare`` (op ``i`` of the case, ``op`` as written) to one cache and its spec stream's entries."""
+        kind = type(bare)
+        if kind is Push or kind is Chunk or kind is Reset:
+            entry = None if kind is Reset else spec.next_entry() if kind is Push else spec.new_entries(bare.n)
+            try:
+                if kind is Push:
+                    cache.push(*entry)
+                elif kind is Chunk:
+                    cache.push_arrays(*entry)
+                else:
+                    cache.reset(bare.window)
+            except Exception as e:  # noqa: BLE001 - the cache raised on a spec-valid op
+                raise crash_from(self.name, i, op, e) from e
+        else:
+            self._bad(raw, cache, spec, i, op, bare)
+
     def _push_run(self, raw: Any, cache: Any, spec: SpecStream, ops: tuple, a: int, stats: Any) -> int:
         """Push the run of pushes starting at op ``a`` another way; returns how many it pushed."""
         return 0
 
-    def _bad(self, raw: Any, cache: Any, spec: SpecStream, i: int, op: Any) -> None:
-        """Send bad call ``op`` through the error contract. Its refusal is the expected outcome; a wrong
-        status or a changed state is a mismatch; what the contract's own code raises is the harness's."""
-        if op.kind not in self.bad_kinds:
+    def _bad(self, raw: Any, cache: Any, spec: SpecStream, i: int, op: Any, bare: Any = None) -> None:
+        """Send bad call ``op`` (``bare``: without its instance address) through the error contract. Its
+        refusal is the expected outcome; a wrong status or a changed state is a mismatch; what the
+        contract's own code raises is the harness's."""
+        bare = op if bare is None else bare
+        if bare.kind not in self.bad_kinds:
             raise ValueError(f"{self.name} cannot take {op.text} (its error contract: "
                              f"{', '.join(self.bad_kinds) or 'none'}); Target.accepts says so before a run")
         try:
-            problem = self.errors.check(raw, cache, spec, op.kind)
+            problem = self.errors.check(raw, cache, spec, bare.kind)
         except Exception as e:  # noqa: BLE001 - a refusal is caught inside the contract; this is its own failure
             raise HarnessFault(self.name, f"the error contract of op #{i} ({op.text}) raised "
                                           f"{type(e).__name__}: {e}") from e
@@ -321,4 +378,17 @@ def make_py_class(path: str) -> Target:
     except Exception as e:  # noqa: BLE001 - the user's constructor: whatever it raises is the reason
         raise TargetError(f"{spec}: {cls}() failed: {type(e).__name__}: {e} (a target class is built with no "
                           "arguments; wrap it in a subclass whose __init__ supplies them)") from e
-    return CacheTarget(spec, factory, errors=py_contract_for(factory))
+    return CacheTarget(spec, factory, errors=py_contract_for(factory), dtypes=declared_dtypes(factory, spec))
+
+
+def declared_dtypes(factory: Any, spec: str) -> tuple[str, ...]:
+    """The payload dtypes a ``py:`` class declares it stores exactly (class attribute ``dtypes``, e.g.
+    ``("float32", "float16")``); campaigns draw among them. Undeclared: ``("float32",)`` only, since a
+    cache may rightly refuse arrays of another dtype. A bad declaration is a usage error."""
+    from fuzz.config import DTYPES
+
+    raw = getattr(factory, "dtypes", ("float32",))
+    if isinstance(raw, str) or not isinstance(raw, (tuple, list)) or not raw or any(d not in DTYPES for d in raw):
+        raise TargetError(f"{spec}: its dtypes attribute must be a non-empty tuple of {', '.join(DTYPES)}, "
+                          f"got {raw!r}")
+    return tuple(raw)

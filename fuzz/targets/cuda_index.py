@@ -16,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from fuzz.config import DTYPES
 from fuzz.oracle import SpecStream
 from fuzz.targets.base import Target
-from impl.errors import Unavailable
 from fuzz.targets.cache import AuditedCacheTarget
+from impl.errors import Unavailable
 
 
 #: Simulated batch / layers / KV heads, and which (sequence, layer) the stream drives.
@@ -182,4 +183,4 @@ class IndexSimRing:
 def make_cuda_index() -> Target:
     """``cuda-index``: the CUDA kernels' index math (host build), fuzzed against pyspec."""
     _index_lib()
-    return AuditedCacheTarget("cuda-index", IndexSimRing)
+    return AuditedCacheTarget("cuda-index", IndexSimRing, width_multiple=SIM_H, dtypes=DTYPES)

@@ -100,7 +100,8 @@ def sanitized_ring_library():
 
 #: The attributes an isolated target copies from its child's target (those the target has): everything the
 #: campaign, the strategies, replay, the kill table and the bench read from a target besides its methods.
-FORWARDED = ("kind", "window_max", "max_tokens", "publishes_ops", "bad_kinds", "traced", "width", "dtype")
+FORWARDED = ("kind", "window_max", "max_tokens", "publishes_ops", "bad_kinds", "traced", "width", "dtype",
+             "instances", "widths", "width_multiple", "dtypes", "knows_findings")
 
 
 def meta(target) -> dict[str, Any]:
@@ -110,6 +111,7 @@ def meta(target) -> dict[str, Any]:
 
     return {"name": target.name, "attrs": {a: getattr(target, a) for a in FORWARDED if hasattr(target, a)},
             "versions": dict(target.versions()), "tolerances": dict(target.tolerances()),
+            "finding_links": dict(target.finding_links()),
             "custom_accepts": type(target).accepts is not Target.accepts}
 
 
@@ -215,6 +217,8 @@ def runner(fd: int, target, spec: str, opts: dict[str, Any], slot, config: dict[
             slot[OP] = IDLE
         elif msg[0] == "accepts":
             reply = ("accepts", target.accepts(msg[1]))
+        elif msg[0] == "known":
+            reply = ("known", sorted(target.known_hits(msg[1])))
         else:
             reply = ("harness", f"unknown request {msg[0]!r}")
         conn.send(reply)

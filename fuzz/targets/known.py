@@ -121,6 +121,7 @@ class KnownFindingsTarget(Target):
     :meth:`_guarded` (drive the case, raising classified outcomes), and may widen
     :meth:`finding_views` (the streams a target feeds besides the case itself)."""
 
+    knows_findings = True
     strict: bool = False
     #: From ``CampaignConfig.skip_known`` (:meth:`configured`).
     skip_known: bool = False
@@ -157,6 +158,15 @@ class KnownFindingsTarget(Target):
 
     def known_hits(self, case: Case) -> set[str]:
         return set(self.known_findings(case))
+
+    def finding_release(self) -> str:
+        """The package and release the findings are about, as a report names them (``transformers 5.24.0``)."""
+        return "?"
+
+    def finding_links(self) -> dict[str, dict[str, str]]:
+        """Where each finding that applies here is written up: ``{id: {"doc", "upstream", "release"}}``."""
+        return {f.id: {"doc": f.doc, "upstream": f.upstream, "release": self.finding_release()}
+                for f in self.findings_here()}
 
     def known_finding(self, case: Case) -> Optional[Finding]:
         """The first finding ``case`` hits here, if any."""

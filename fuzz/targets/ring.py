@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from fuzz.config import DTYPES
 from fuzz.ops import Push
 from fuzz.oracle import PAYLOAD_WIDTH, SpecStream
 from fuzz.targets.base import Mismatch, Target, TargetError, crash_from
@@ -35,13 +36,14 @@ class CRingTarget(CacheTarget):
     traced = True
 
     def __init__(self, name: str, backend: Any = None, *, width: int = PAYLOAD_WIDTH, dtype: str = "float32"):
-        super().__init__(name, self.new_cache, width=width, dtype=dtype, errors=CContract())
+        super().__init__(name, self.new_cache, width=width, dtype=dtype, errors=CContract(), dtypes=DTYPES)
         self.backend = backend
 
-    def new_cache(self) -> Any:
+    def new_cache(self, width: int | None = None) -> Any:
+        """A handle created at ``width`` (default: the target's): every width a case names gets its own."""
         from impl.ring import CRing
 
-        return CRing(self.width, backend=self.backend)
+        return CRing(width or self.width, backend=self.backend)
 
     def bulk(self, config: Any, campaign_seed: int) -> BulkPhase:
         """The campaign's bulk streams through this library, unreduced (:func:`fuzz.targets.ring_bulk.run_bulk`)."""

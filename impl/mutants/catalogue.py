@@ -167,6 +167,14 @@ FP16_STORE = "https://github.com/vllm-project/vllm/issues/53334"
 ERROR_PATH_STATE = "https://github.com/varnish/Varnish-Cache/pull/80"
 #: A KV cache that let one position be present more than once broke on it.
 REPEATED_POSITION = "https://github.com/ggml-org/llama.cpp/pull/14339"
+#: A cache sized for the wrong head dimension: the kernel wrote the new K/V past what it was given.
+FIXED_HEAD_SIZE = "https://github.com/vllm-project/vllm/pull/2622"
+#: A head size in the wrong units decomposed flat offsets wrongly: every access lands on the wrong stride.
+WRONG_STRIDE = "https://github.com/LMCache/LMCache/pull/2826"
+#: An object cached on the class was shared by every instance of it.
+SHARED_ON_CLASS = "https://github.com/chop-dbhi/avocado/issues/136"
+#: A cache that hands one object to every holder with the same configuration: mutating it reaches the others.
+SHARED_BY_CONFIG = "https://github.com/PriorLabs/TabPFN/pull/1219"
 
 PY_RING = [
     py_ring_mutant(
@@ -243,7 +251,89 @@ PY_RING = [
         "back rounded (or infinite)",
         "            self.k = np.zeros((len(self.pos), key.shape[0]), dtype=np.float32)\n",
         "            self.k = np.zeros((len(self.pos), key.shape[0]), dtype=np.float16)\n"),
+    # Across payload widths and instances (issue 20): right for every stream a 4-float, one-instance campaign drives.
+    py_ring_mutant(
+        "ring-copies-4-floats", "a payload width baked in (copies 4 floats)", FIXED_HEAD_SIZE,
+        "a slot write copies at most the first 4 floats of the key, as a kernel specialised for one head size "
+        "does: a key wider than 4 floats keeps whatever its slot held past the fourth",
+        "        self.k[slot] = key\n", "        self.k[slot, :4] = key[:4]\n"),
+    py_ring_mutant(
+        "ring-shared-position-buffer", "state shared between instances (a buffer on the class)", SHARED_ON_CLASS,
+        "the position buffer of each window is allocated once and kept on the class, so two live rings of one "
+        "window write their positions into the same array",
+        "            self.pos = np.zeros(window, dtype=np.int64)  # reuse the buffers when the window is unchanged\n",
+        "            if window not in SlotRing.__dict__.get('_pos_by_window', {}):  # one buffer per window, kept\n"
+        "                SlotRing._pos_by_window = dict(SlotRing.__dict__.get('_pos_by_window', {}))\n"
+        "                SlotRing._pos_by_window[window] = np.zeros(window, dtype=np.int64)\n"
+        "            self.pos = SlotRing._pos_by_window[window]  # reuse the buffers when the window is unchanged\n"),
 ]
+
+#: ``alloc_slots`` of csrc/ringkv.c, verbatim, and the slab that replaces it in ``c-shared-slab``: a slab per
+#: window hands every handle the arrays the first one allocated; ``free`` after it skips slab memory, so the
+#: handles' destroy and reset leave it alone (a single-handle stream behaves exactly as before).
+ALLOC_SLOTS = """static int alloc_slots(int64_t w, int64_t width, int64_t **pos, float **keys, float **values) {
+  if ((uint64_t)w > PTRDIFF_MAX / sizeof(int64_t) || (uint64_t)width > PTRDIFF_MAX / sizeof(float))
+    return RINGKV_E_NOMEM;
+  size_t nw = (size_t)w, nwidth = (size_t)width;
+  if (nw > PTRDIFF_MAX / sizeof(float) / nwidth) return RINGKV_E_NOMEM;
+  size_t payload = nw * nwidth * sizeof(float);
+  int64_t *p = malloc(nw * sizeof(int64_t));
+  float *k = malloc(payload);
+  float *v = malloc(payload);
+  if (!p || !k || !v) {
+    free(p);
+    free(k);
+    free(v);
+    return RINGKV_E_NOMEM;
+  }
+  *pos = p;
+  *keys = k;
+  *values = v;
+  return RINGKV_OK;
+}
+"""
+SHARED_SLAB = """static struct { int64_t width; int64_t *pos; float *keys, *values; } slab[65];
+
+static void slab_release(void *ptr) {
+  for (int i = 0; i < 65; i++)
+    if (ptr && (ptr == (void *)slab[i].pos || ptr == (void *)slab[i].keys || ptr == (void *)slab[i].values)) return;
+  free(ptr);
+}
+
+static int alloc_slots(int64_t w, int64_t width, int64_t **pos, float **keys, float **values) {
+  if (w >= 1 && w <= 64 && slab[w].pos && slab[w].width == width) { /* reuse this window's slab */
+    *pos = slab[w].pos;
+    *keys = slab[w].keys;
+    *values = slab[w].values;
+    return RINGKV_OK;
+  }
+  if ((uint64_t)w > PTRDIFF_MAX / sizeof(int64_t) || (uint64_t)width > PTRDIFF_MAX / sizeof(float))
+    return RINGKV_E_NOMEM;
+  size_t nw = (size_t)w, nwidth = (size_t)width;
+  if (nw > PTRDIFF_MAX / sizeof(float) / nwidth) return RINGKV_E_NOMEM;
+  size_t payload = nw * nwidth * sizeof(float);
+  int64_t *p = malloc(nw * sizeof(int64_t));
+  float *k = malloc(payload);
+  float *v = malloc(payload);
+  if (!p || !k || !v) {
+    free(p);
+    free(k);
+    free(v);
+    return RINGKV_E_NOMEM;
+  }
+  if (w >= 1 && w <= 64 && !slab[w].pos) {
+    slab[w].width = width;
+    slab[w].pos = p;
+    slab[w].keys = k;
+    slab[w].values = v;
+  }
+  *pos = p;
+  *keys = k;
+  *values = v;
+  return RINGKV_OK;
+}
+#define free(ptr) slab_release(ptr)
+"""
 
 #: C mutants edit the shared index math or the ring itself; the snippet must exist verbatim.
 C_RING = [
@@ -321,6 +411,25 @@ C_RING = [
         "ringkv.c",
         "    read_positions(r, row, len);\n",
         "    read_positions(r, row, len);\n    for (int64_t j = 0; j < len; j++) row[j] = (int16_t)row[j];\n"),
+    # Across payload widths and handles (issue 20).
+    c_ring_mutant(
+        "c-copies-4-floats", "a payload width baked in (copies 4 floats)", FIXED_HEAD_SIZE,
+        "a slot's key is copied as 4 floats whatever the ring's width: a wider key keeps stale floats, a "
+        "narrower one is read past its end",
+        "ringkv.c",
+        "  memcpy(r->keys + s * wd, key, wd * sizeof(float));\n",
+        "  memcpy(r->keys + s * wd, key, 4 * sizeof(float));\n"),
+    c_ring_mutant(
+        "c-slot-stride-4", "a slot stride computed from a fixed width", WRONG_STRIDE,
+        "keys are written at slot * 4 floats and read at slot * width: right only for width 4",
+        "ringkv.c",
+        "  memcpy(r->keys + s * wd, key, wd * sizeof(float));\n",
+        "  memcpy(r->keys + s * 4, key, wd * sizeof(float));\n"),
+    c_ring_mutant(
+        "c-shared-slab", "state shared between handles (a slab per window)", SHARED_BY_CONFIG,
+        "slot arrays come from a slab per window and width that every handle of that window reuses (and none "
+        "gives back), so two live handles of one window read and write the same slots",
+        "ringkv.c", ALLOC_SLOTS, SHARED_SLAB),
 ]
 
 

@@ -60,6 +60,9 @@ class EngineTarget(KnownFindingsTarget):
     def findings_here(self) -> list[Finding]:
         return [f for f in self.findings if f.applies(self.finding_kind, self.release)]
 
+    def finding_release(self) -> str:
+        return f"{self.distribution} {self.release}"
+
     # -- running a case
 
     @abstractmethod

@@ -21,9 +21,10 @@ reproduced in ``tests/test_hf_findings.py``).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Iterable
 
-from fuzz.ops import Case, Chunk, Push, Reset
+from fuzz.ops import Case, Chunk, Reset
 from fuzz.targets.known import Finding, in_span, minor  # noqa: F401 - the table's row type, re-exported
 
 #: Where the notes live; a finding's note is ``docs/findings/<id>.md``.
@@ -169,6 +170,17 @@ FINDINGS: tuple[Finding, ...] = (
             ("4.45.2", "4.46.3", "4.47.1"), _decode_after_prefill,
             "a left-padded row with a call after the prefill", failure=_in_padded_row),
 )
+
+
+#: The upstream thread of each finding (the note says more); a finding missing here has none: its note says
+#: what was searched. Shown with every reproduction (``kvwindow fuzz`` prints one line per finding).
+UPSTREAM = {
+    "hf-445-sliding-cache": "https://github.com/huggingface/transformers/issues/37574",
+    "hf-dynamic-reset-stale": "https://github.com/huggingface/transformers/pull/48809",
+    "hf-gemma2-padded-decode-mask": "https://github.com/huggingface/transformers/pull/35681",
+    "hf-window-ignored": "https://github.com/huggingface/transformers/issues/35924",
+}
+FINDINGS = tuple(dataclasses.replace(f, upstream=UPSTREAM.get(f.id, "")) for f in FINDINGS)
 
 
 def applicable(kind: str, release: str) -> list[Finding]:

@@ -1,0 +1,30 @@
+"""The phases of a campaign: what :func:`fuzz.campaign.fuzz_target` runs, one named object each.
+
+A campaign of one target is a short driver (:mod:`fuzz.campaign`) over these phases, in this order:
+
+==============  ==========================================================================================
+``tours``       the boundary tours (:func:`fuzz.strategies.window_tours`): a few explicit cases that walk
+                through every window edge at once, so the common bugs die in the first examples
+``errors``      the error tour: every bad call of the target's error contract, at every fill level
+``long``        the long tour past positions 2**15, 2**16 and 70 000, when the target can end it in time
+``bulk``        the bulk phase: >= 100 k tokens through ``ringkv_trace``, every step checked (C targets)
+``generated``   boundary-biased cases drawn by Hypothesis in batches (shrunk on failure), each with a
+                drawn payload width and dtype where the target takes them
+``instances``   cases that drive 2-3 live instances of the target at once, streams interleaved op by op
+==============  ==========================================================================================
+
+``generated`` and ``instances`` share the time left after the one-off phases by their budget shares
+(:attr:`Phase.share`). A phase that does not apply to a target (no error contract, no trace, a model
+target that is not built twice) says why; one that could not run (the long tour on a slow target,
+the budget spent before it) says why too, and the summary shows both (``TargetResult.phases_run``).
+
+Every phase runs its cases through :meth:`fuzz.phases.context.Campaign.execute`, the one place that
+counts examples, keeps the smallest failure, stops at the budget and — for cases that would hit a
+known finding already reproduced ``--known-repeats`` times — rejects them before they run
+(:mod:`fuzz.phases.known`). A new phase is one new module here and one line in :data:`ORDER`.
+"""
+
+from __future__ import annotations
+
+#: Every phase, in the order a campaign runs them (the report lists them in this order too).
+ORDER = ("tours", "errors", "long", "bulk", "generated", "instances")

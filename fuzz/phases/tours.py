@@ -1,0 +1,82 @@
+"""The one-off phases: the boundary tours, the error tour and the long tour (explicit cases, run once).
+
+They run before anything is drawn because they are cheap and aimed: the boundary tours walk every
+window edge (``W - 1``, ``W``, ``W + 1``, chunks of ``W`` and ``2W + 3``, resets when full), so the
+common boundary bugs die in the first few examples; the error tour sends every bad call of the
+target's error contract at every fill level; the long tour crosses positions 2**15, 2**16 and
+70 000 (int16/uint16 position bugs). The long tour is one example the budget cannot cut short, so
+it runs only when, at the fastest rate the target has shown in this campaign, it would end within
+the budget and its slack (a cache that costs milliseconds per entry would need minutes).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from fuzz.ops import Case
+from fuzz.phases.base import ExplicitPhase
+from fuzz.phases.context import Campaign
+from fuzz.strategies import error_tour, long_tour, window_tours
+
+#: How a campaign's warnings say the long tour did not run (:mod:`fuzz.bench.throughput` reads it).
+LONG_TOUR_SKIPPED = "long tour skipped"
+
+
+def _payload(camp: Campaign, case: Case) -> Case:
+    """A tour at the campaign's pinned width and dtype (a drawn dimension leaves the target's default)."""
+    if camp.config.width is not None and camp.target.widths:
+        case = case.replace(width=camp.config.width)
+    if camp.config.dtype is not None and camp.target.dtypes:
+        case = case.replace(dtype=camp.config.dtype)
+    return case
+
+
+class BoundaryTours(ExplicitPhase):
+    name = "tours"
+
+    def not_applicable(self, camp: Campaign) -> Optional[str]:
+        return "the uniform tester has no boundary tours" if camp.config.tester == "uniform" else None
+
+    def cases(self, camp: Campaign) -> list[Case]:
+        return [_payload(camp, c) for c in window_tours(camp.window_max, camp.target.max_tokens)]
+
+
+class ErrorTour(ExplicitPhase):
+    name = "errors"
+
+    def not_applicable(self, camp: Campaign) -> Optional[str]:
+        if camp.config.tester == "uniform":
+            return "the uniform tester sends no bad calls"
+        if not camp.target.bad_kinds:
+            return "no error contract (a py: class gets one with validates_positions = True)"
+        return None
+
+    def cases(self, camp: Campaign) -> list[Case]:
+        return [_payload(camp, error_tour(tuple(camp.target.bad_kinds), camp.window_max))]
+
+
+class LongTour(ExplicitPhase):
+    name = "long"
+
+    def not_applicable(self, camp: Campaign) -> Optional[str]:
+        if camp.config.tester == "uniform":
+            return "the uniform tester has no long tour"
+        case = long_tour(camp.window_max)
+        if camp.target.accepts(case) is None:
+            return None
+        limit = camp.target.max_tokens
+        return f"a case takes at most {limit} tokens there" if limit else "it takes no stream that long"
+
+    def cases(self, camp: Campaign) -> list[Case]:
+        return [_payload(camp, long_tour(camp.window_max))]
+
+    def skip(self, camp: Campaign, case: Case) -> Optional[str]:
+        rate = camp.fastest
+        if not rate or time.monotonic() + case.tokens / rate <= camp.hard:
+            return None
+        why = (f"its {case.tokens:,} tokens at the fastest rate this target ran ({rate:,.0f} tokens/s) would "
+               f"take ~{case.tokens / rate:,.0f} s, past the time budget and its slack")
+        camp.res.warnings.append(f"{LONG_TOUR_SKIPPED}: {why}; give it more --time to cross 2**15, 2**16 and "
+                                 "70 000")
+        return why
