@@ -269,8 +269,9 @@ PY_RING = [
 ]
 
 #: ``alloc_slots`` of csrc/ringkv.c, verbatim, and the slab that replaces it in ``c-shared-slab``: a slab per
-#: window hands every handle the arrays the first one allocated; ``free`` after it skips slab memory, so the
-#: handles' destroy and reset leave it alone (a single-handle stream behaves exactly as before).
+#: (window, width) hands every handle of that configuration the arrays the first one allocated; ``free`` after
+#: it skips slab memory, so the handles' destroy and reset leave it alone (one handle at a time behaves
+#: exactly as before).
 ALLOC_SLOTS = """static int alloc_slots(int64_t w, int64_t width, int64_t **pos, float **keys, float **values) {
   if ((uint64_t)w > PTRDIFF_MAX / sizeof(int64_t) || (uint64_t)width > PTRDIFF_MAX / sizeof(float))
     return RINGKV_E_NOMEM;
@@ -292,19 +293,20 @@ ALLOC_SLOTS = """static int alloc_slots(int64_t w, int64_t width, int64_t **pos,
   return RINGKV_OK;
 }
 """
-SHARED_SLAB = """static struct { int64_t width; int64_t *pos; float *keys, *values; } slab[65];
+SHARED_SLAB = """static struct { int64_t w, width; int64_t *pos; float *keys, *values; } slab[64];
 
 static void slab_release(void *ptr) {
-  for (int i = 0; i < 65; i++)
+  for (int i = 0; i < 64; i++)
     if (ptr && (ptr == (void *)slab[i].pos || ptr == (void *)slab[i].keys || ptr == (void *)slab[i].values)) return;
   free(ptr);
 }
 
 static int alloc_slots(int64_t w, int64_t width, int64_t **pos, float **keys, float **values) {
-  if (w >= 1 && w <= 64 && slab[w].pos && slab[w].width == width) { /* reuse this window's slab */
-    *pos = slab[w].pos;
-    *keys = slab[w].keys;
-    *values = slab[w].values;
+  size_t i = (size_t)(((uint64_t)w * 31u + (uint64_t)width) % 64u); /* the slab of (window, width) */
+  if (slab[i].pos && slab[i].w == w && slab[i].width == width) { /* reuse it */
+    *pos = slab[i].pos;
+    *keys = slab[i].keys;
+    *values = slab[i].values;
     return RINGKV_OK;
   }
   if ((uint64_t)w > PTRDIFF_MAX / sizeof(int64_t) || (uint64_t)width > PTRDIFF_MAX / sizeof(float))
@@ -321,11 +323,12 @@ static int alloc_slots(int64_t w, int64_t width, int64_t **pos, float **keys, fl
     free(v);
     return RINGKV_E_NOMEM;
   }
-  if (w >= 1 && w <= 64 && !slab[w].pos) {
-    slab[w].width = width;
-    slab[w].pos = p;
-    slab[w].keys = k;
-    slab[w].values = v;
+  if (!slab[i].pos) {
+    slab[i].w = w;
+    slab[i].width = width;
+    slab[i].pos = p;
+    slab[i].keys = k;
+    slab[i].values = v;
   }
   *pos = p;
   *keys = k;
@@ -427,8 +430,8 @@ C_RING = [
         "  memcpy(r->keys + s * 4, key, wd * sizeof(float));\n"),
     c_ring_mutant(
         "c-shared-slab", "state shared between handles (a slab per window)", SHARED_BY_CONFIG,
-        "slot arrays come from a slab per window and width that every handle of that window reuses (and none "
-        "gives back), so two live handles of one window read and write the same slots",
+        "slot arrays come from a slab per (window, width) that every handle of that configuration reuses (and "
+        "none gives back), so two live handles of one window and width read and write the same slots",
         "ringkv.c", ALLOC_SLOTS, SHARED_SLAB),
 ]
 
