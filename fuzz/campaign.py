@@ -157,8 +157,8 @@ def _finish(camp: Campaign) -> TargetResult:
                 note = "reduction cut short at the time budget: the smallest failing case so far"
             elif why is not None:
                 res.faults.append(why)
-        elif smallest.case.id in camp.explicit and note is None and res.interrupted:
-            note = "interrupted: the failing tour, not reduced"
+        elif reduce and note is None and res.interrupted:
+            note = "interrupted while reducing: the smallest failing case so far (the failing case as it ran)"
         _record_failure(res, target, smallest.error, smallest.case, camp.campaign_seed, camp.config, note)
     res.pending = None
     res.phase = "done"

@@ -48,6 +48,9 @@ class CampaignConfig:
     #: ``"biased"`` (boundary tours, then the boundary-biased strategies) or ``"uniform"`` (the baseline).
     tester: str = "biased"
     workers: int = 1
+    #: How many workers run each of ``targets`` (:func:`fuzz.schedule.assign`): the coverage goal and
+    #: ``max_examples`` are shared among them.
+    replicas: int = 1
     #: Example database: a directory, a ``redis://`` URL, or ``None`` for none.
     db: str | None = None
     #: Where failures are saved as seeds; ``None``: :func:`fuzz.seeds.default_seeds_dir` (the user's project).

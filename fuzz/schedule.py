@@ -69,7 +69,8 @@ def run_targets(config: CampaignConfig, get_target: Callable[[str], Target], *, 
     specs = list(config.targets)
     start = time.monotonic()
     hard = start + config.seconds + slack(config.seconds)
-    goal = math.ceil(GOAL_EXAMPLES / max(1, config.workers)) if len(specs) > 1 else None
+    goal = math.ceil(GOAL_EXAMPLES / max(1, config.replicas)) if len(specs) > 1 or config.replicas < config.workers \
+        else None
     warnings = getattr(database, "warnings", [])
     results: dict[str, TargetResult] = {}
     built: dict[str, Target] = {}
@@ -132,6 +133,23 @@ def run_targets(config: CampaignConfig, get_target: Callable[[str], Target], *, 
         for spec in list(built):
             release(spec)
     return [results[s] for s in specs if s in results]
+
+
+def assign(specs: tuple[str, ...], workers: int) -> list[tuple[tuple[str, ...], int]]:
+    """Which targets each of ``workers`` runs, and by how many workers each of them runs: with at least as
+    many targets as workers every target goes to one worker, dealt cheapest kind first in turn (so every
+    worker gets its share of the slow model targets); with fewer, the workers are dealt over the targets
+    and each target runs in ``workers // len(specs)`` or more of them."""
+    if not specs:
+        return [((), 1)] * workers
+    if len(specs) >= workers:
+        order = sorted(range(len(specs)), key=lambda i: (_kind_rank(specs[i]), i))
+        dealt: list[list[int]] = [[] for _ in range(workers)]
+        for n, i in enumerate(order):
+            dealt[n % workers].append(i)
+        return [(tuple(specs[i] for i in sorted(d)), 1) for d in dealt]
+    owners = [i % len(specs) for i in range(workers)]
+    return [((specs[o],), owners.count(o)) for o in owners]
 
 
 def _kind_rank(spec: str) -> int:

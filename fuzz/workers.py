@@ -1,8 +1,9 @@
 """Running a campaign over several targets, in this process or in N worker processes.
 
-Every worker runs the whole target list with the same time budget and its own
-derived Hypothesis seed; all of them share one example database (a directory,
-or a Redis server via ``redis://`` so several machines pool what they find).
+Workers split the targets (:func:`fuzz.schedule.assign`: with at least as many targets as workers, each
+target runs in one worker, the kinds dealt evenly; with fewer, each target runs in several), each with
+the whole time budget and its own derived Hypothesis seed; all of them share one example database (a
+directory, or a Redis server via ``redis://`` so several machines pool what they find).
 Workers stream progress snapshots to the parent, which merges them per target:
 examples, tokens and phase counts add up, rates are totals over wall time, and
 failures are de-duplicated by seed id (seed ids are content hashes, so two
@@ -274,10 +275,15 @@ def run_workers(config: CampaignConfig, *, on_update: Callable[[TargetResult], N
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     stop_event = ctx.Event()
-    per_worker_max = None if config.max_examples is None else max(1, -(-config.max_examples // workers))
+    from fuzz.schedule import assign
+
+    plan = assign(config.targets, workers)
     procs = []
     for i in range(workers):
-        mine = config.replace(max_examples=per_worker_max, campaign_seed=worker_seed(config.campaign_seed, i))
+        specs, replicas = plan[i]
+        per_worker_max = None if config.max_examples is None else max(1, -(-config.max_examples // replicas))
+        mine = config.replace(targets=specs, max_examples=per_worker_max, replicas=replicas,
+                              campaign_seed=worker_seed(config.campaign_seed, i))
         p = ctx.Process(target=_worker_main, args=(i, mine, q, stop_event),
                         name=f"kvwindow-worker-{i}", daemon=True)
         p.start()

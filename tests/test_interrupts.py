@@ -56,7 +56,8 @@ def test_sigterm_stops_every_worker_and_keeps_their_results(tmp_path):
     assert proc.returncode == 130, out + err
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["interrupted"] and doc["worker_errors"] == [] and len(doc["worker_pids"]) == 2
-    assert doc["targets"][0]["examples"] > 0 and doc["targets"][0]["workers"] == 2
+    # two targets, two workers: each target ran in a worker of its own (fuzz.schedule.assign)
+    assert doc["targets"][0]["examples"] > 0 and {t["workers"] for t in doc["targets"]} == {1}
 
 
 def test_the_time_budget_holds_while_a_slow_failure_is_shrunk(tmp_path):

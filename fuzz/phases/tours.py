@@ -6,7 +6,8 @@ common boundary bugs die in the first few examples; the error tour sends every b
 target's error contract at every fill level; the long tour crosses positions 2**15, 2**16 and
 70 000 (int16/uint16 position bugs). The long tour is one example the budget cannot cut short, so
 it runs only when, at the fastest rate the target has shown in this campaign, it would end within
-the budget and its slack (a cache that costs milliseconds per entry would need minutes).
+the budget and its slack (a cache that costs milliseconds per entry would need minutes), which a probe
+of up to 1 025 tokens tells first.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import Optional
 
-from fuzz.ops import Case
+from fuzz.ops import Case, Chunk, Push
 from fuzz.phases.base import ExplicitPhase
 from fuzz.phases.context import Campaign
 from fuzz.strategies import error_tour, long_tour, window_tours
@@ -57,7 +58,14 @@ class ErrorTour(ExplicitPhase):
 
 
 class LongTour(ExplicitPhase):
+    """The long tour, after a probe: one chunk of :data:`PROBE_TOKENS` tokens and a push. The probe's time,
+    scaled to the tour's tokens, says whether the tour ends within the budget and its slack (the rate the
+    tours showed is no guide: their cases are a few tokens each, so their cost is per case, not per token)."""
+
     name = "long"
+
+    def __init__(self) -> None:
+        self._probe: Optional[Case] = None
 
     def not_applicable(self, camp: Campaign) -> Optional[str]:
         if camp.config.tester == "uniform":
@@ -69,14 +77,28 @@ class LongTour(ExplicitPhase):
         return f"a case takes at most {limit} tokens there" if limit else "it takes no stream that long"
 
     def cases(self, camp: Campaign) -> list[Case]:
-        return [_payload(camp, long_tour(camp.window_max))]
+        tour = _payload(camp, long_tour(camp.window_max))
+        # The probe costs at most ~5 % of the budget at the (pessimistic) rate the tours showed.
+        n = PROBE_TOKENS if not camp.fastest else int(min(PROBE_TOKENS, max(16, camp.fastest * 0.05 * camp.seconds)))
+        self._probe = tour.replace_ops((Chunk(n), Push()))
+        return [self._probe, tour]
 
     def skip(self, camp: Campaign, case: Case) -> Optional[str]:
-        rate = camp.fastest
-        if not rate or time.monotonic() + case.tokens / rate <= camp.hard:
+        if case == self._probe:
             return None
-        why = (f"its {case.tokens:,} tokens at the fastest rate this target ran ({rate:,.0f} tokens/s) would "
-               f"take ~{case.tokens / rate:,.0f} s, past the time budget and its slack")
-        camp.res.warnings.append(f"{LONG_TOUR_SKIPPED}: {why}; give it more --time to cross 2**15, 2**16 and "
-                                 "70 000")
+        took = camp.phase_record(self.name)["seconds"]
+        if not took:
+            return None
+        probe = self._probe.tokens
+        estimate = took * case.tokens / probe
+        if time.monotonic() + estimate <= camp.hard:
+            return None
+        why = (f"its {case.tokens:,} tokens would take ~{estimate:,.0f} s (a {probe:,}-token probe took "
+               f"{took:.3f} s), past the time budget and its slack")
+        camp.res.warnings.append(f"{LONG_TOUR_SKIPPED}: {camp.target.name}: {why}; give it more --time to cross "
+                                 "2**15, 2**16 and 70 000")
         return why
+
+
+#: The long tour's probe, at most: enough tokens that their cost, not the case's, dominates its time.
+PROBE_TOKENS = 1024

@@ -243,6 +243,7 @@ class Family:
         self.state = seeded_state_dict(proto, model_type, seed)
         self.layers = proto.config.num_hidden_layers
         self._models: dict[tuple[int, str], Any] = {}
+        self._layer_types: Optional[list[str]] = None
         self._attn: list[str] = []
         #: attention implementation -> why it is not offered here
         self.attn_unavailable: dict[str, str] = {}
@@ -252,9 +253,11 @@ class Family:
     def layer_types(self) -> list[str]:
         """Each decoder layer's type: the built config's ``layer_types`` where the release has them,
         else this module's pattern (the one its pattern keyword expresses)."""
-        cfg = tiny_config(self.model_type, 4, "eager")
-        lt = getattr(cfg, "layer_types", None)
-        return list(lt) if lt else layer_pattern(self.model_type, self.layers)
+        if self._layer_types is None:  # building a config costs ~2 ms: once per family, not per reference call
+            cfg = tiny_config(self.model_type, 4, "eager")
+            lt = getattr(cfg, "layer_types", None)
+            self._layer_types = list(lt) if lt else layer_pattern(self.model_type, self.layers)
+        return list(self._layer_types)
 
     def attn_impls(self, flex: bool = True) -> list[str]:
         """The CPU attention implementations the class declares support for and that run here: each
