@@ -103,6 +103,8 @@ class TargetResult:
     #: The campaign phases (:data:`fuzz.phases.ORDER`): name -> ``{"status": "ran" | "n/a" | "skipped" |
     #: "not reached", "examples": n, "seconds": s, "why": reason}``.
     phases_run: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: When each known finding first reproduced: id -> ``{"examples", "seconds"}`` (time to bug).
+    known_first: dict[str, dict[str, float]] = field(default_factory=dict)
     #: Where each known finding that applies to the target is written up (``Target.finding_links``).
     known_links: dict[str, dict[str, str]] = field(default_factory=dict)
     #: Why the default campaign's coverage goal was not met here (:mod:`fuzz.schedule`), one line; ``None``: met.
@@ -145,6 +147,7 @@ class TargetResult:
             "campaign_phases": {k: dict(v) for k, v in self.phases_run.items()},
             "short_of_goal": self.short,
             "known_links": {k: dict(v) for k, v in self.known_links.items()},
+            "known_first": {k: dict(v) for k, v in self.known_first.items()},
         }
 
     @classmethod
@@ -163,7 +166,8 @@ class TargetResult:
                    tolerances=dict(d.get("tolerances", {})),
                    phases_run={k: dict(v) for k, v in d.get("campaign_phases", {}).items()},
                    short=d.get("short_of_goal"),
-                   known_links={k: dict(v) for k, v in d.get("known_links", {}).items()})
+                   known_links={k: dict(v) for k, v in d.get("known_links", {}).items()},
+                   known_first={k: dict(v) for k, v in d.get("known_first", {}).items()})
 
 
 #: Which status of a phase wins when two runs of it are combined (a phase that ran in one worker ran).
@@ -218,6 +222,9 @@ def merge(name: str, parts: list[TargetResult]) -> TargetResult:
                 mine[k] = mine.get(k, 0) + v
         merge_phases(m.phases_run, p.phases_run)
         m.known_links.update(p.known_links)
+        for fid, first in p.known_first.items():
+            if fid not in m.known_first or first["seconds"] < m.known_first[fid]["seconds"]:
+                m.known_first[fid] = dict(first)
         m.short = m.short or p.short
         m.faults += [f for f in p.faults if f not in m.faults]
         m.warnings += [w for w in p.warnings if w not in m.warnings]

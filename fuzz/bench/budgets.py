@@ -37,6 +37,12 @@ class Budget:
     isolation_s: float = 1.0
     #: the long section: seconds of each default ring-c campaign whose bulk phase and long tour are timed
     long_s: float = 5.0
+    #: time to bug: seconds per run for a mutant and for an HF finding, seeds per tester, the mutants
+    #: (``None``: every mutant and every finding; a tuple: those mutants only, no findings)
+    bug_s: float = 10.0
+    bug_finding_s: float = 30.0
+    bug_repeats: int = 5
+    bug_only: tuple[str, ...] | None = None
 
 
 BUDGETS = {
@@ -45,11 +51,13 @@ BUDGETS = {
                     extra_targets=(), mutant_s=0.5, mutant_max_examples=200,
                     mutant_only=("ring-keeps-W+1", "ring-position-is-slot", "c-len-W+1"), mutant_repeats=2,
                     decode_window=8, decode_tokens=2, gpu_iters=2, peer_windows=(8,), peer_s=0.25,
-                    isolation_s=0.25, long_s=0.5),
+                    isolation_s=0.25, long_s=0.5, bug_s=1.0, bug_finding_s=1.0, bug_repeats=1,
+                    bug_only=("ring-keeps-W+1", "ring-copies-4-floats")),
     "quick": Budget("quick", repeats=3, windows=(8, 64, 512), stateful_s=0.7, bulk_n=20_000, bulk_width=16,
                     extra_targets=("decoder",), mutant_s=1.5, mutant_max_examples=2_000,
                     mutant_only=None, mutant_repeats=3,
-                    decode_window=32, decode_tokens=16, gpu_iters=10, peer_s=0.5, isolation_s=0.5, long_s=2.0),
+                    decode_window=32, decode_tokens=16, gpu_iters=10, peer_s=0.5, isolation_s=0.5, long_s=2.0,
+                    bug_s=3.0, bug_finding_s=10.0, bug_repeats=3),
     "full": Budget("full", repeats=5, windows=(8, 16, 64, 512), stateful_s=2.0, bulk_n=200_000,
                    bulk_width=16, extra_targets=None, mutant_s=8.0, mutant_max_examples=20_000,
                    mutant_only=None, mutant_repeats=5,

@@ -188,6 +188,20 @@ def render_markdown(rep: dict) -> str:
                      f"{fmt(r['bulk_seconds']['median'])} | {fmt(r['bulk_tokens_per_s']['median'])} | "
                      f"{fmt(r['long_tour_tokens'])} | {fmt(r['long_tour_s']['median'])} |")
         L.append("")
+    s = rep["sections"].get("bugs")
+    if s is not None and s.get("status") != "skipped: not selected (--only)":
+        from fuzz.bench.bugs import render
+
+        L += ["## 7. Time to bug: kvwindow, the uniform tester and a plain state machine", ""]
+        if _na(s):
+            L += [f"{_na(s)}", ""]
+        else:
+            L += ["Seconds and examples from an empty example database to the first reproduction of each bug: every "
+                  "mutant of the catalogue, and each written-up transformers finding on a release it applies to. "
+                  f"Median (min–max) over {s['repeats']} campaign seeds; a run that did not reproduce its bug is "
+                  "counted at the budget. `machine` is a plain `RuleBasedStateMachine` (rules push / chunk / reset, "
+                  "the case run through the same target at teardown).", ""]
+            L += render(s) + ["", "![bugs](bugs.png)", ""]
     if rep.get("errors"):
         L += ["## Errors", ""] + [f"- {e}" for e in rep["errors"]] + [""]
     return "\n".join(L)

@@ -85,9 +85,10 @@ def run_bench(budget: Budget, out: Path, *, command: str, log: Callable[[str], N
 
     plots = (("throughput", "throughput.png", lambda s, p: plot_throughput(s, p, rep["machine"]["cpu"])),
              ("mutants", "mutants.png", lambda s, p: plot_mutants(s, p, budget)),
-             ("decode", "decode.png", plot_decode))
+             ("decode", "decode.png", plot_decode),
+             ("bugs", "bugs.png", lambda s, p: __import__("fuzz.bench.bugs", fromlist=["plot_bugs"]).plot_bugs(s, p)))
     for name, fname, fn in plots:
-        sec = rep["sections"][name]
+        sec = rep["sections"].get(name, {})
         if sec.get("status") != "ok" or not sec.get("rows"):
             continue
         try:

@@ -444,4 +444,5 @@ SECTIONS: dict[str, Callable[[Budget, Callable[[str], None]], dict[str, Any]]] =
     "decode": section_decode,
     "gpu": section_gpu,
     "long": section_long,
+    "bugs": lambda b, log: helper("fuzz.bench.bugs:section_bugs")(b, log),
 }

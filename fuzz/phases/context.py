@@ -194,6 +194,9 @@ class Campaign:
         res.tokens += stats.tokens
         res.count_known(stats.known)
         self.known.count(stats.known)
+        for fid, outcome in stats.known.items():
+            if outcome and fid not in res.known_first:
+                res.known_first[fid] = {"examples": res.examples, "seconds": round(self.elapsed(), 4)}
         for p in stats.phases:
             res.phases[p] += 1
         rec["examples"] += 1
