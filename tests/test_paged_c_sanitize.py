@@ -64,18 +64,22 @@ def test_driver_catches_a_broken_pool(built, tmp_path):
     assert proc.returncode == 1 and "FAIL" in proc.stderr, proc.stdout + proc.stderr[-2000:]
 
 
-def test_python_streams_against_the_sanitizer_library(built):
-    """The differential streams (every op and error, through cffi ABI mode) driving libpagedkv_asan.so.
+def test_python_streams_against_the_sanitizer_library(tmp_path):
+    """The differential streams (every op and error, through cffi ABI mode) driving a sanitized build
+    from the one build recipe (compile_paged_library(sanitize=True), what KVWINDOW_SANITIZE selects).
     An ASan library loaded into Python needs the ASan runtime preloaded, hence the subprocess."""
+    from impl._paged_build import compile_paged_library
     from impl._ring_build import asan_runtime
 
     asan = asan_runtime()
     if asan is None:
         pytest.skip("the compiler's libasan.so was not found; Python-driven sanitizer streams not run")
+    lib = compile_paged_library(tmp_path / "libpagedkv_asan.so", sanitize=True)
+    assert b"__asan_report" in lib.read_bytes() and b"__ubsan_handle" in lib.read_bytes(), "not a sanitized build"
     script = f"""
 from impl.paged import PagedC, load_paged_library
 from tests.support.paged_model import run_stream
-b = load_paged_library({str(built / 'libpagedkv_asan.so')!r})
+b = load_paged_library({str(lib)!r})
 hits = sum(run_stream(PagedC(backend=b), seed)["hits"] for seed in range(40))
 run_stream(PagedC(backend=b), 99, ops=40, shape=(2**40, 2, 12, 1))
 assert hits > 5, hits
@@ -87,3 +91,26 @@ print('SANITIZED-OK', hits)
                           cwd=str(CSRC.parent), timeout=300)
     assert proc.returncode == 0 and "SANITIZED-OK" in proc.stdout, proc.stdout + proc.stderr[-4000:]
     assert "AddressSanitizer" not in proc.stderr and "runtime error" not in proc.stderr, proc.stderr[-4000:]
+
+
+def test_the_sanitized_python_run_does_catch_a_memory_error(tmp_path):
+    """Negative control for the run above: a copy whose refcount bound is off by one reads ref[N], and
+    the same preloaded-ASan subprocess dies with a heap-buffer-overflow report."""
+    from impl._paged_build import compile_paged_library
+    from impl._ring_build import asan_runtime
+
+    asan = asan_runtime()
+    if asan is None:
+        pytest.skip("the compiler's libasan.so was not found; sanitizer negative control not run")
+    lib = compile_paged_library(tmp_path / "liboob.so", sanitize=True, replace=(
+        "if (block < 0 || block >= p->nb) return PAGEDKV_E_RANGE;", "if (block < 0 || block > p->nb) return PAGEDKV_E_RANGE;"))
+    script = f"""
+from impl.paged import PagedC, load_paged_library
+pool = PagedC(backend=load_paged_library({str(lib)!r}))
+pool.configure(3, 2, 4, 1)
+print(pool.refcount(4))
+"""
+    env = dict(os.environ, LD_PRELOAD=asan, ASAN_OPTIONS="detect_leaks=0")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                          cwd=str(CSRC.parent), timeout=120)
+    assert proc.returncode != 0 and "heap-buffer-overflow" in proc.stderr, proc.stdout + proc.stderr[-2000:]
