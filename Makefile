@@ -25,4 +25,4 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 clean:
-	rm -rf build *.egg-info csrc/build impl/_*.so
+	rm -rf build *.egg-info csrc/build impl/_*.so impl/_ringkv*.c impl/_pagedkv*.c impl/_pagedindex*.c impl/_cudaindex*.c

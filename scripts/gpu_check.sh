@@ -3,6 +3,8 @@
 #   1. environment (torch must see a GPU),
 #   2. build csrc/build/libringkv_cuda.so with nvcc (or use a prebuilt one when nvcc is absent),
 #   3. GPU tests (tests/test_cuda_*.py),
+#   3b. the paged gather / decode kernels (issue 22): build csrc/build/libpagedkv_cuda.so, then
+#       tests/test_paged_c_gpu.py (against the C pool and the index mirror) and the compile check,
 #   4. a short GPU campaign: kvwindow fuzz --target cuda-ring --target cuda-decoder --time 30,
 #   5. the decode-attention benchmark (B=64, W=4096, 8 KV heads, 32 query heads, D=128, bf16):
 #      achieved bandwidth vs the device's peak, side by side with torch SDPA.
@@ -51,6 +53,24 @@ PYEOF
 step "GPU tests"
 timeout 170 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_cuda_gpu_*.py tests/test_cuda_index.py \
   tests/test_cuda_reference.py || fail "GPU tests"
+
+step "paged CUDA kernels"
+"$PY" - <<'PYEOF' || fail "paged kernels build"
+import sys
+from impl import cuda_paged as c
+from impl.cuda_ring import nvcc_path
+if nvcc_path():
+    print("built:", c.build(verbose=True))
+elif c.library_path().exists():
+    print(f"nvcc not found; using the prebuilt {c.library_path()}")
+else:
+    sys.exit(f"FAIL: no nvcc and no prebuilt {c.library_path()}")
+reason = c.unavailable_reason()
+if reason:
+    sys.exit(f"FAIL: the paged kernels cannot run: {reason}")
+PYEOF
+timeout 120 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_paged_c_gpu.py tests/test_paged_c_cuda.py \
+  tests/test_paged_c_index.py || fail "paged GPU tests"
 
 mkdir -p bench-out
 step "GPU campaign (30 s)"

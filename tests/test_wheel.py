@@ -63,6 +63,18 @@ assert _ring_build.CSRC.resolve().is_relative_to(site), _ring_build.CSRC
 lib = _ring_build.compile_ring_library(Path(tempfile.mkdtemp()) / "libcopy.so")
 registry.resolve(f"c:{lib}").run(Case.parse(3, "push chunk:5 reset:2 chunk:3"))  # ABI mode reads ringkv.h
 registry.resolve("mutant:c-len-W+1")  # a C mutant compiles from the installed ringkv.c
+from impl import _paged_build, paged
+assert _paged_build.CSRC.resolve().is_relative_to(site), _paged_build.CSRC
+pool = paged.PagedC(backend=paged.load_paged_library(_paged_build.compile_paged_library(Path(tempfile.mkdtemp()) / "libp.so")))
+pool.configure(3, 2, 4, 1)  # ABI mode reads the installed pagedkv.h; the copy compiles from the installed pagedkv.c
+pool.add(0)
+pool.append(0, 0, [1.0], [2.0])
+assert pool.table(0) == [0]
+import impl._pagedkv, impl._pagedindex  # the API modules, built into the wheel
+assert Path(impl._pagedkv.__file__).resolve().is_relative_to(site), impl._pagedkv.__file__
+api = paged.PagedC()
+api.configure(2, 1, 1, 1)
+assert api.free_blocks() == 1 and impl._pagedindex.lib.pkv_max_blocks(5, 2) == 3
 stored = seeds.load_all()
 assert seeds.SEED_DIR.resolve().is_relative_to(site) and len(stored) >= 10, (seeds.SEED_DIR, len(stored))
 print(json.dumps({"imported": len(modules) - len(failed), "failed": failed, "outside": outside}))
@@ -93,7 +105,9 @@ def test_wheel_installs_and_every_module_imports_from_it(tmp_path, monkeypatch):
     (wheel,) = dist.glob("kvwindow-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for needed in ("impl/csrc/ringkv.h", "impl/csrc/ringkv.c", "impl/csrc/ringkv_index.h",
-                   "impl/csrc/ringkv_cuda.cu", "fuzz/seeds/44f218d82e06.json"):
+                   "impl/csrc/ringkv_cuda.cu", "impl/csrc/pagedkv.h", "impl/csrc/pagedkv.c",
+                   "impl/csrc/pagedkv_index.h", "impl/csrc/pagedkv_cuda.cu", "impl/csrc/pagedkv_cuda.h",
+                   "fuzz/seeds/44f218d82e06.json"):
         assert needed in names, f"{needed} is not in the wheel"
     modules = sorted(n[:-3].replace("/", ".").removesuffix(".__init__") for n in names
                      if n.endswith(".py") and n.split("/")[0] in LAYERS)

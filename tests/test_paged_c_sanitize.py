@@ -1,0 +1,116 @@
+"""The C paged pool at the C level: its driver (csrc/test_pagedkv.c: directed cases and a burst against
+an in-C model) linked to the ASan+UBSan library and, plainly, under valgrind memcheck; the driver
+failing on a broken pool; and the Python differential streams driving the sanitized library.
+
+Memory errors (a read past a block, a leak on a refused op, a use of a freed record) are what a
+Python-level comparison cannot see; these runs make them test failures.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.csrc import CSRC
+
+
+def _exercised(stdout: str) -> dict[str, int]:
+    m = re.search(r"exercised: (\d+) copies on write, (\d+) exhausted appends, (\d+) blocks released, "
+                  r"(\d+) prefix hits, (\d+) bad-input sweeps", stdout)
+    assert m, stdout
+    return dict(zip(("cow", "exhausted", "released", "hits", "bad"), map(int, m.groups())))
+
+
+def test_sanitizer_burst(built):
+    """Directed cases and a 20000-op burst, every bad input included, against libpagedkv_asan.so."""
+    proc = subprocess.run([str(built / "test_pagedkv_asan"), "7", "20000"], capture_output=True, text=True,
+                          env={"ASAN_OPTIONS": "detect_leaks=1", "UBSAN_OPTIONS": "print_stacktrace=1"}, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    m = re.search(r"(\d+) checks, 0 failures", proc.stdout)
+    assert m and int(m.group(1)) > 1_000_000, proc.stdout
+    seen = _exercised(proc.stdout)
+    assert seen["cow"] > 50 and seen["exhausted"] > 100 and seen["hits"] > 100 and seen["bad"] > 1000, seen
+    assert "runtime error" not in proc.stderr and "ERROR: AddressSanitizer" not in proc.stderr
+
+
+def test_valgrind_burst(built):
+    """The same driver under memcheck: 0 errors, no leaks (exit 1 on any)."""
+    vg = shutil.which("valgrind")
+    if vg is None:
+        pytest.skip("valgrind is not installed (apt-get install valgrind); memcheck burst not run")
+    proc = subprocess.run([vg, "-q", "--error-exitcode=1", "--leak-check=full",
+                           "--errors-for-leak-kinds=definite,indirect", str(built / "test_pagedkv"), "3", "3000"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    assert "0 failures" in proc.stdout and _exercised(proc.stdout)["hits"] > 10
+    assert "Invalid" not in proc.stderr and "uninitialised" not in proc.stderr, proc.stderr[-4000:]
+
+
+def test_driver_catches_a_broken_pool(built, tmp_path):
+    """The driver is not vacuous: it fails against a pool that writes into shared blocks (no copy on write)."""
+    from impl._paged_build import compile_paged_library
+
+    compile_paged_library(tmp_path / "libpagedkv.so", replace=(
+        "  } else if (p->ref[*e] > 1) { /* copy on write", "  } else if (p->ref[*e] > 1 && 0) { /* copy on write"))
+    exe = tmp_path / "driver"
+    subprocess.run(["cc", "-O1", f"-I{CSRC}", str(CSRC / "test_pagedkv.c"), f"-L{tmp_path}", "-lpagedkv",
+                    f"-Wl,-rpath,{tmp_path}", "-o", str(exe)], check=True)
+    proc = subprocess.run([str(exe), "1", "3000"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "FAIL" in proc.stderr, proc.stdout + proc.stderr[-2000:]
+
+
+def test_python_streams_against_the_sanitizer_library(tmp_path):
+    """The differential streams (every op and error, through cffi ABI mode) driving a sanitized build
+    from the one build recipe (compile_paged_library(sanitize=True), what KVWINDOW_SANITIZE selects).
+    An ASan library loaded into Python needs the ASan runtime preloaded, hence the subprocess."""
+    from impl._paged_build import compile_paged_library
+    from impl._ring_build import asan_runtime
+
+    asan = asan_runtime()
+    if asan is None:
+        pytest.skip("the compiler's libasan.so was not found; Python-driven sanitizer streams not run")
+    lib = compile_paged_library(tmp_path / "libpagedkv_asan.so", sanitize=True)
+    assert b"__asan_report" in lib.read_bytes() and b"__ubsan_handle" in lib.read_bytes(), "not a sanitized build"
+    script = f"""
+from impl.paged import PagedC, load_paged_library
+from tests.support.paged_model import run_stream
+b = load_paged_library({str(lib)!r})
+hits = sum(run_stream(PagedC(backend=b), seed)["hits"] for seed in range(40))
+run_stream(PagedC(backend=b), 99, ops=40, shape=(2**40, 2, 12, 1))
+assert hits > 5, hits
+print('SANITIZED-OK', hits)
+"""
+    env = dict(os.environ, LD_PRELOAD=asan, ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1",
+               UBSAN_OPTIONS="print_stacktrace=1")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                          cwd=str(CSRC.parent), timeout=300)
+    assert proc.returncode == 0 and "SANITIZED-OK" in proc.stdout, proc.stdout + proc.stderr[-4000:]
+    assert "AddressSanitizer" not in proc.stderr and "runtime error" not in proc.stderr, proc.stderr[-4000:]
+
+
+def test_the_sanitized_python_run_does_catch_a_memory_error(tmp_path):
+    """Negative control for the run above: a copy whose refcount bound is off by one reads ref[N], and
+    the same preloaded-ASan subprocess dies with a heap-buffer-overflow report."""
+    from impl._paged_build import compile_paged_library
+    from impl._ring_build import asan_runtime
+
+    asan = asan_runtime()
+    if asan is None:
+        pytest.skip("the compiler's libasan.so was not found; sanitizer negative control not run")
+    lib = compile_paged_library(tmp_path / "liboob.so", sanitize=True, replace=(
+        "if (block < 0 || block >= p->nb) return PAGEDKV_E_RANGE;", "if (block < 0 || block > p->nb) return PAGEDKV_E_RANGE;"))
+    script = f"""
+from impl.paged import PagedC, load_paged_library
+pool = PagedC(backend=load_paged_library({str(lib)!r}))
+pool.configure(3, 2, 4, 1)
+print(pool.refcount(4))
+"""
+    env = dict(os.environ, LD_PRELOAD=asan, ASAN_OPTIONS="detect_leaks=0")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                          cwd=str(CSRC.parent), timeout=120)
+    assert proc.returncode != 0 and "heap-buffer-overflow" in proc.stderr, proc.stdout + proc.stderr[-2000:]
