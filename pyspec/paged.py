@@ -323,10 +323,12 @@ class PagedPool:
 
     def read(self, seq: int) -> list:
         W, B, _, _ = self._w()
-        return MODEL.read(W, B, self._pool, self._live(seq, True))
+        s = self._live(seq, True)
+        return MODEL.read(W, B, self._pool, s)
 
     def table(self, seq: int) -> list:
-        return list(table_of(self._pool, self._live(seq, True)))
+        s = self._live(seq, True)
+        return list(table_of(self._pool, s))
 
     def free_blocks(self) -> int:
         self._w()
@@ -334,7 +336,8 @@ class PagedPool:
 
     def length(self, seq: int) -> int:
         """``n_s``: tokens seen by the sequence (the position of its next token)."""
-        return len_of(self._pool, self._live(seq, True))
+        s = self._live(seq, True)
+        return len_of(self._pool, s)
 
     def refcounts(self) -> list[int]:
         """The refcount of every block (counted from the tables, as Lean ``refcount``)."""

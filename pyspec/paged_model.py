@@ -180,8 +180,8 @@ class PagedModel:
         j = pos // B
         return self.after_place(W, B, s, self.place_with(P, s, j, pos % B, x, get_slot(table_of(P, s), j)))
 
-    def append_chunk(self, W: int, B: int, s: int, P: Pool, pos: int, xs: Iterable[Any]) -> Optional[Pool]:
-        """Lean ``KVWindow.appendChunk``: the appends in order; ``none`` (nothing changed) if any fails."""
+    def chunk_from(self, W: int, B: int, s: int, P: Pool, pos: int, xs: Iterable[Any]) -> Optional[Pool]:
+        """Lean ``KVWindow.chunkFrom``: the appends in order; ``none`` if any fails."""
         for x in xs:
             P = self.append_tok(W, B, P, s, pos, x)
             if P is None:
@@ -189,6 +189,12 @@ class PagedModel:
             pos += 1
         return P
 
+    def append_chunk(self, W: int, B: int, s: int, P: Pool, pos: int, xs: Iterable[Any]) -> Optional[Pool]:
+        """Lean ``KVWindow.appendChunk``: ``none`` unless ``s`` is live and ``pos = len s`` (also for an
+        empty chunk), else ``chunkFrom``: atomic, nothing changes if any append fails."""
+        if not (self.mem_n(s, P.live) and pos == len_of(P, s)):
+            return None
+        return self.chunk_from(W, B, s, P, pos, xs)
 
     def add_seq(self, P: Pool, s: int) -> Optional[Pool]:
         """Lean ``KVWindow.addSeq``: a new sequence, length 0, empty table, identity 0."""
