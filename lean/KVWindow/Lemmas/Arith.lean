@@ -213,4 +213,19 @@ theorem div_lt_of_lt_mul' (n B len : Nat) (h : n < B * len) : n / B < len := by
     omega
   · omega
 
+/-- `B * (q / B) ≤ q < B * (q / B) + B`: the block `q / B` covers position `q`. -/
+theorem div_mul_bounds' (q B : Nat) (hB : 0 < B) : B * (q / B) ≤ q ∧ q < B * (q / B) + B := by
+  have h1 := div_add_mod' q B
+  have h2 := mod_lt' q hB
+  exact ⟨by omega, by omega⟩
+
+/-- Two different positions of one block sit in different slots. -/
+theorem mod_ne_of_div_eq' (q n B : Nat) (hd : q / B = n / B) (hne : ¬ q = n) :
+    ¬ q % B = n % B := by
+  intro hm
+  have h1 := div_add_mod' q B
+  have h2 := div_add_mod' n B
+  have h3 : B * (q / B) = B * (n / B) := congrArg (fun v => B * v) hd
+  omega
+
 end KVArith
