@@ -320,7 +320,13 @@ theorem refcount_unique {α : Type} (P : Pool α) (s j b : Nat) (hs : InL s P.li
     have h4 := countIn_pos b (P.table s) j hj
     exact False.elim (by omega)
 
-/-! ## `bindO` -/
+/-! ## `Option` -/
+
+theorem none_ne_some' {β : Type} (a : β) : ¬ (none : Option β) = some a := by
+  intro h
+  first
+  | cases h
+  | exact Option.noConfusion h
 
 theorem bindO_none {β γ : Type} (f : β → Option γ) : bindO none f = none := rfl
 

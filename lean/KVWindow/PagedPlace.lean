@@ -242,3 +242,155 @@ theorem wf_take {α : Type} (N : Nat) (P : Pool α) (s j c : Nat) (rest : List N
         upd_ne P.table s (setExt (P.table s) j (some c)) t hts
       exact refsOK_at N P hrefs t k b ht' ((congrArg (fun l => getSlot l k) e1).symm.trans hk)
   exact poolWF_intro N _ h1 hfnd2.2 h3 h4
+
+/-! ## The three cases of `placeWith` -/
+
+/-- A fresh or copied block `c` taken off the free list for entry `len s / B` of `s` (`P1`'s
+fields given by equations): every fact `holds_place` needs but the slots. -/
+theorem take_facts {α : Type} (N : Nat) (P P1 : Pool α) (s c : Nat) (rest : List Nat) (B : Nat)
+    (m : Nat → Nat → Option α) (hwf : PoolWF N P) (hs : InL s P.live) (hf : P.free = c :: rest)
+    (hold : ∀ b, getSlot (P.table s) (P.len s / B) = some b → 2 ≤ refcount P b)
+    (e : { P with free := rest, table := upd P.table s (setExt (P.table s) (P.len s / B) (some c)),
+      mem := m } = P1) :
+    PoolWF N P1 ∧ P1.live = P.live ∧ P1.len = P.len ∧ P1.mem = m ∧
+      (∀ t, ¬ t = s → P1.table t = P.table t) ∧
+      getSlot (P1.table s) (P.len s / B) = some c ∧
+      (∀ j, ¬ j = P.len s / B → getSlot (P1.table s) j = getSlot (P.table s) j) ∧
+      (∀ t k, InL t P.live → getSlot (P.table t) k = some c → t = s ∧ k = P.len s / B) := by
+  have et : P1.table = upd P.table s (setExt (P.table s) (P.len s / B) (some c)) :=
+    (congrArg Pool.table e).symm
+  have hwf1 : PoolWF N P1 := by
+    rw [← e]
+    exact wf_take N P s (P.len s / B) c rest m hwf hs hf hold
+  have hcin : InL c P.free := by
+    rw [hf]
+    exact (inL_cons c c rest).2 (Or.inl rfl)
+  obtain ⟨_, hcun⟩ := free_unreferenced N P hwf c hcin
+  have hts : ∀ t, ¬ t = s → P1.table t = P.table t := by
+    intro t ht
+    rw [et]
+    exact upd_ne P.table s (setExt (P.table s) (P.len s / B) (some c)) t ht
+  have hs1 : P1.table s = setExt (P.table s) (P.len s / B) (some c) := by
+    rw [et]
+    exact upd_same P.table s (setExt (P.table s) (P.len s / B) (some c))
+  have ha1 : getSlot (P1.table s) (P.len s / B) = some c := by
+    rw [hs1]
+    exact getSlot_setExt_same (P.table s) (P.len s / B) (some c)
+  have ha2 : ∀ j, ¬ j = P.len s / B → getSlot (P1.table s) j = getSlot (P.table s) j := by
+    intro j hj
+    rw [hs1]
+    exact getSlot_setExt_ne (P.table s) (P.len s / B) j (some c) hj
+  exact ⟨hwf1, (congrArg Pool.live e).symm, (congrArg Pool.len e).symm, (congrArg Pool.mem e).symm,
+    hts, ha1, ha2, fun t k ht hk => absurd hk (hcun t ht k)⟩
+
+/-- A placement that succeeds keeps every history (`s`'s extended by `x`) once counted. -/
+theorem holds_placeWith {α : Type} (W B N : Nat) (P P1 : Pool α) (H : Nat → List α) (s : Nat)
+    (x : α) (h : PoolHolds W B N P H) (hs : InL s P.live)
+    (hp : placeWith P s (P.len s / B) (P.len s % B) x (getSlot (P.table s) (P.len s / B)) =
+      some P1) :
+    PoolHolds W B N (bump P1 s) (upd H s (H s ++ [x])) ∧ P1.live = P.live := by
+  have hwf := poolHolds_wf W B N P H h
+  cases hg : getSlot (P.table s) (P.len s / B) with
+  | none =>
+    -- a fresh block
+    rw [hg] at hp
+    have hp2 : takeWith P s (P.len s / B) (fun c => writeMem P.mem c (P.len s % B) x) P.free =
+        some P1 := hp
+    cases hf : P.free with
+    | nil =>
+      rw [hf] at hp2
+      exact absurd hp2 (none_ne_some' P1)
+    | cons c rest =>
+      rw [hf] at hp2
+      have hp3 : some { P with free := rest,
+          table := upd P.table s (setExt (P.table s) (P.len s / B) (some c)),
+          mem := writeMem P.mem c (P.len s % B) x } = some P1 := hp2
+      obtain ⟨hwf1, hlive, hlen, hmem, htab, ha1, ha2, huniq⟩ :=
+        take_facts N P P1 s c rest B (writeMem P.mem c (P.len s % B) x) hwf hs hf
+          (fun b hb => absurd (hg.symm.trans hb) (none_ne_some' b)) (Option.some.inj hp3)
+      have hw : P1.mem c (P.len s % B) = some x := by
+        rw [hmem]
+        exact writeMem_same P.mem c (P.len s % B) x
+      have hcopy : ∀ b i, getSlot (P.table s) (P.len s / B) = some b → ¬ i = P.len s % B →
+          P1.mem c i = P.mem b i :=
+        fun b _ hb _ => absurd (hg.symm.trans hb) (none_ne_some' b)
+      have hother : ∀ d i, ¬ d = c → P1.mem d i = P.mem d i := by
+        intro d i hd
+        rw [hmem]
+        exact writeMem_ne P.mem c (P.len s % B) x d i (fun hh => hd hh.1)
+      exact ⟨holds_place W B N P P1 H s c x h hwf1 hlive hlen htab ha1 ha2 hw hcopy hother huniq,
+        hlive⟩
+  | some b =>
+    rw [hg] at hp
+    have hp2 : (if 2 ≤ refcount P b then
+        takeWith P s (P.len s / B) (fun c => writeMem (copyBlock P.mem b c) c (P.len s % B) x) P.free
+        else some { P with mem := writeMem P.mem b (P.len s % B) x }) = some P1 := hp
+    have hbb : ∀ b', getSlot (P.table s) (P.len s / B) = some b' → b = b' :=
+      fun b' hb' => Option.some.inj (hg.symm.trans hb')
+    by_cases h2 : 2 ≤ refcount P b
+    · -- copy on write: the shared block `b` is copied into a fresh one
+      have hp3 : takeWith P s (P.len s / B)
+          (fun c => writeMem (copyBlock P.mem b c) c (P.len s % B) x) P.free = some P1 :=
+        (ite_pos' h2 _ _).symm.trans hp2
+      cases hf : P.free with
+      | nil =>
+        rw [hf] at hp3
+        exact absurd hp3 (none_ne_some' P1)
+      | cons c rest =>
+        rw [hf] at hp3
+        have hp4 : some { P with free := rest,
+            table := upd P.table s (setExt (P.table s) (P.len s / B) (some c)),
+            mem := writeMem (copyBlock P.mem b c) c (P.len s % B) x } = some P1 := hp3
+        have hold : ∀ b', getSlot (P.table s) (P.len s / B) = some b' → 2 ≤ refcount P b' := by
+          intro b' hb'
+          rw [← hbb b' hb']
+          exact h2
+        obtain ⟨hwf1, hlive, hlen, hmem, htab, ha1, ha2, huniq⟩ :=
+          take_facts N P P1 s c rest B (writeMem (copyBlock P.mem b c) c (P.len s % B) x) hwf hs
+            hf hold (Option.some.inj hp4)
+        have hw : P1.mem c (P.len s % B) = some x := by
+          rw [hmem]
+          exact writeMem_same (copyBlock P.mem b c) c (P.len s % B) x
+        have hcopy : ∀ b' i, getSlot (P.table s) (P.len s / B) = some b' → ¬ i = P.len s % B →
+            P1.mem c i = P.mem b' i := by
+          intro b' i hb' hi
+          rw [hmem, ← hbb b' hb']
+          exact (writeMem_ne (copyBlock P.mem b c) c (P.len s % B) x c i (fun hh => hi hh.2)).trans
+            (copyBlock_dst P.mem b c i)
+        have hother : ∀ d i, ¬ d = c → P1.mem d i = P.mem d i := by
+          intro d i hd
+          rw [hmem]
+          exact (writeMem_ne (copyBlock P.mem b c) c (P.len s % B) x d i (fun hh => hd hh.1)).trans
+            (copyBlock_ne P.mem b c d i hd)
+        exact ⟨holds_place W B N P P1 H s c x h hwf1 hlive hlen htab ha1 ha2 hw hcopy hother huniq,
+          hlive⟩
+    · -- in place: `b` is referenced only here
+      have hp3 : some { P with mem := writeMem P.mem b (P.len s % B) x } = some P1 :=
+        (ite_neg' h2 _ _).symm.trans hp2
+      have e := Option.some.inj hp3
+      have hmem : P1.mem = writeMem P.mem b (P.len s % B) x := (congrArg Pool.mem e).symm
+      have hlive : P1.live = P.live := (congrArg Pool.live e).symm
+      have hlen : P1.len = P.len := (congrArg Pool.len e).symm
+      have hfree : P1.free = P.free := (congrArg Pool.free e).symm
+      have htab0 : P1.table = P.table := (congrArg Pool.table e).symm
+      have hwf1 : PoolWF N P1 := poolWF_frame N P P1 hlive hfree htab0 hwf
+      have htab : ∀ t, ¬ t = s → P1.table t = P.table t := fun t _ => congrArg (fun f => f t) htab0
+      have ha1 : getSlot (P1.table s) (P.len s / B) = some b := by
+        rw [htab0]
+        exact hg
+      have ha2 : ∀ j, ¬ j = P.len s / B → getSlot (P1.table s) j = getSlot (P.table s) j :=
+        fun j _ => congrArg (fun l => getSlot (l s) j) htab0
+      have hw : P1.mem b (P.len s % B) = some x := by
+        rw [hmem]
+        exact writeMem_same P.mem b (P.len s % B) x
+      have hcopy : ∀ b' i, getSlot (P.table s) (P.len s / B) = some b' → ¬ i = P.len s % B →
+          P1.mem b i = P.mem b' i := by
+        intro b' i hb' hi
+        rw [hmem, ← hbb b' hb']
+        exact writeMem_ne P.mem b (P.len s % B) x b i (fun hh => hi hh.2)
+      have hother : ∀ d i, ¬ d = b → P1.mem d i = P.mem d i := by
+        intro d i hd
+        rw [hmem]
+        exact writeMem_ne P.mem b (P.len s % B) x d i (fun hh => hd hh.1)
+      exact ⟨holds_place W B N P P1 H s b x h hwf1 hlive hlen htab ha1 ha2 hw hcopy hother
+        (refcount_unique P s (P.len s / B) b hs hg h2), hlive⟩
