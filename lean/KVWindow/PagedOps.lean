@@ -201,3 +201,165 @@ theorem holds_forkSeq {α : Type} (W B N : Nat) (P P' : Pool α) (H : Nat → Li
       exact ite_neg' hc _ _
     rw [e] at hr
     exact absurd hr (none_ne_some' P')
+
+/-! ## `free` -/
+
+/-- Releasing the first entry of `s`'s table keeps the invariant and only touches `s`'s table
+(and the free list). -/
+theorem dropHead_facts {α : Type} (N : Nat) (P : Pool α) (s : Nat) (o : Option Nat)
+    (rest : List (Option Nat)) (hwf : PoolWF N P) (hs : InL s P.live)
+    (ht : P.table s = o :: rest) :
+    PoolWF N (dropHead P s o rest) ∧ (dropHead P s o rest).live = P.live ∧
+      (dropHead P s o rest).len = P.len ∧ (dropHead P s o rest).mem = P.mem ∧
+      (dropHead P s o rest).table = upd P.table s rest := by
+  obtain ⟨hnd, _, _, hrefs⟩ := poolWF_parts N P hwf
+  have hl : ∀ k c, getSlot rest k = some c → ∃ k', getSlot (P.table s) k' = some c := by
+    intro k c hk
+    refine ⟨k + 1, ?_⟩
+    rw [ht]
+    exact hk
+  cases o with
+  | none =>
+    have hcount : ∀ d, refcount (dropRef P s rest) d = refcount P d := by
+      intro d
+      have e1 := dropRef_count P s rest hnd hs d
+      have e2 : countIn d (P.table s) = ind d none + countIn d rest :=
+        (congrArg (countIn d) ht).trans rfl
+      have e3 : ind d none = 0 := rfl
+      omega
+    exact ⟨poolWF_same_counts N P (dropRef P s rest) hwf rfl rfl
+      (refsOK_dropRef N P s rest hrefs hl) hcount, rfl, rfl, rfl, rfl⟩
+  | some b =>
+    have hb : b < N := by
+      have h0 : getSlot (P.table s) 0 = some b := (congrArg (fun l => getSlot l 0) ht).trans rfl
+      exact refsOK_at N P hrefs s 0 b hs h0
+    have hcnt : ∀ d, countIn d rest + ind d (some b) = countIn d (P.table s) := by
+      intro d
+      have e2 : countIn d (P.table s) = ind d (some b) + countIn d rest :=
+        (congrArg (countIn d) ht).trans rfl
+      omega
+    have hfl := pushIfUnref_fields (dropRef P s rest) b
+    exact ⟨wf_dropRef_release N P s b rest hwf hs hb hl hcnt, hfl.1, hfl.2.2.1, hfl.2.2.2, hfl.2.1⟩
+
+/-- Releasing every entry of `s`'s table: the invariant holds, `s`'s table is empty, and every
+other live sequence keeps its history. -/
+theorem dropAll_facts {α : Type} (W B N : Nat) (H : Nat → List α) (s : Nat) :
+    ∀ (l : List (Option Nat)) (P : Pool α), PoolWF N P → InL s P.live → P.table s = l →
+      (∀ t, InL t P.live → ¬ t = s → Content W B P H t) →
+      PoolWF N (dropAll P s l) ∧ (dropAll P s l).live = P.live ∧ (dropAll P s l).table s = [] ∧
+        ∀ t, InL t P.live → ¬ t = s → Content W B (dropAll P s l) H t
+  | [], _, hwf, _, ht, hc => ⟨hwf, rfl, ht, hc⟩
+  | o :: rest, P, hwf, hs, ht, hc => by
+    obtain ⟨hwf2, hlive2, hlen2, hmem2, htab2⟩ := dropHead_facts N P s o rest hwf hs ht
+    have hs2 : InL s (dropHead P s o rest).live := by
+      rw [hlive2]
+      exact hs
+    have ht2 : (dropHead P s o rest).table s = rest := by
+      rw [htab2]
+      exact upd_same P.table s rest
+    have hc2 : ∀ t, InL t (dropHead P s o rest).live → ¬ t = s →
+        Content W B (dropHead P s o rest) H t := by
+      intro t ht' hts
+      have ht'' : InL t P.live := by
+        rw [← hlive2]
+        exact ht'
+      have htt : (dropHead P s o rest).table t = P.table t := by
+        rw [htab2]
+        exact upd_ne P.table s rest t hts
+      exact content_same W B P (dropHead P s o rest) H H t (congrArg (fun f => f t) hlen2) rfl
+        htt hmem2 (hc t ht'' hts)
+    obtain ⟨i1, i2, i3, i4⟩ := dropAll_facts W B N H s rest (dropHead P s o rest) hwf2 hs2 ht2 hc2
+    have i4' : ∀ t, InL t P.live → ¬ t = s → Content W B (dropAll P s (o :: rest)) H t := by
+      intro t ht' hts
+      have ht'' : InL t (dropHead P s o rest).live := by
+        rw [hlive2]
+        exact ht'
+      exact i4 t ht'' hts
+    exact ⟨i1, i2.trans hlive2, i3, i4'⟩
+
+/-- The filter `unlive` applies keeps exactly the other sequences. -/
+theorem unlive_keep (s t : Nat) : (fun u => decide (¬ u = s)) t = true ↔ ¬ t = s := by
+  constructor
+  · intro h
+    have h' : decide (¬ t = s) = true := h
+    exact of_decide_eq_true h'
+  · intro h
+    have h' : decide (¬ t = s) = true := decide_eq_true h
+    exact h'
+
+theorem holds_freeSeq {α : Type} (W B N : Nat) (P P' : Pool α) (H : Nat → List α) (s : Nat)
+    (h : PoolHolds W B N P H) (hr : freeSeq P s = some P') :
+    PoolHolds W B N P' (upd H s []) ∧ (∀ t, InL t P.live → ¬ t = s → InL t P'.live) := by
+  by_cases hc : memN s P.live = true
+  · have e : freeSeq P s = some (unlive (dropAll P s (P.table s)) s) := by
+      unfold freeSeq
+      exact ite_pos' hc _ _
+    rw [e] at hr
+    have e2 : unlive (dropAll P s (P.table s)) s = P' := Option.some.inj hr
+    rw [← e2]
+    have hs : InL s P.live := (memN_iff s P.live).1 hc
+    have hwf := poolHolds_wf W B N P H h
+    have hcont := poolHolds_content W B N P H h
+    obtain ⟨d1, d2, d3, d4⟩ :=
+      dropAll_facts W B N H s (P.table s) P hwf hs rfl (fun t ht _ => hcont t ht)
+    obtain ⟨hnd, hfnd, hfr, hrefs⟩ := poolWF_parts N (dropAll P s (P.table s)) d1
+    -- membership in the filtered live list
+    have hmemb : ∀ t, InL t (unlive (dropAll P s (P.table s)) s).live ↔
+        (InL t P.live ∧ ¬ t = s) := by
+      intro t
+      have e3 := inL_filter (fun u => decide (¬ u = s)) t (dropAll P s (P.table s)).live
+      have e4 := unlive_keep s t
+      constructor
+      · intro ht
+        have h5 := e3.1 ht
+        have h6 : InL t P.live := by
+          rw [← d2]
+          exact h5.1
+        exact ⟨h6, e4.1 h5.2⟩
+      · intro ht
+        have h6 : InL t (dropAll P s (P.table s)).live := by
+          rw [d2]
+          exact ht.1
+        exact e3.2 ⟨h6, e4.2 ht.2⟩
+    have hcount : ∀ d, refcount (unlive (dropAll P s (P.table s)) s) d =
+        refcount (dropAll P s (P.table s)) d := by
+      intro d
+      have e5 := refsIn_filter (dropAll P s (P.table s)).table d (fun u => decide (¬ u = s))
+        (dropAll P s (P.table s)).live (fun t _ hf => by
+          have hts : t = s := by
+            by_cases h6 : t = s
+            · exact h6
+            · have h8 : decide (¬ t = s) = false := hf
+              have h9 : decide (¬ t = s) = true := decide_eq_true h6
+              exact absurd (h8.symm.trans h9) (by decide)
+          calc countIn d ((dropAll P s (P.table s)).table t)
+              = countIn d ((dropAll P s (P.table s)).table s) :=
+                congrArg (fun v => countIn d ((dropAll P s (P.table s)).table v)) hts
+            _ = countIn d [] := congrArg (countIn d) d3
+            _ = 0 := rfl)
+      exact e5
+    have h1 : NoDupL (unlive (dropAll P s (P.table s)) s).live :=
+      noDupL_filter (fun u => decide (¬ u = s)) (dropAll P s (P.table s)).live hnd
+    have h3 : ∀ d, InL d (unlive (dropAll P s (P.table s)) s).free ↔
+        (d < N ∧ refcount (unlive (dropAll P s (P.table s)) s) d = 0) := by
+      intro d
+      rw [hcount d]
+      exact hfr d
+    have h4 : RefsOK N (unlive (dropAll P s (P.table s)) s) := by
+      unfold RefsOK
+      intro t ht j b hb
+      have ht1 : InL t (dropAll P s (P.table s)).live := by
+        rw [d2]
+        exact ((hmemb t).1 ht).1
+      exact refsOK_at N _ hrefs t j b ht1 hb
+    refine ⟨poolHolds_intro W B N (unlive (dropAll P s (P.table s)) s) (upd H s [])
+      (poolWF_intro N (unlive (dropAll P s (P.table s)) s) h1 hfnd h3 h4)
+      (fun t ht => ?_), fun t ht hts => (hmemb t).2 ⟨ht, hts⟩⟩
+    obtain ⟨ht1, hts⟩ := (hmemb t).1 ht
+    exact content_same W B (dropAll P s (P.table s)) (unlive (dropAll P s (P.table s)) s) H
+      (upd H s []) t rfl (upd_ne H s [] t hts) rfl rfl (d4 t ht1 hts)
+  · have e : freeSeq P s = none := by
+      unfold freeSeq
+      exact ite_neg' hc _ _
+    rw [e] at hr
+    exact absurd hr (none_ne_some' P')
