@@ -363,3 +363,81 @@ theorem holds_freeSeq {α : Type} (W B N : Nat) (P P' : Pool α) (H : Nat → Li
       exact ite_neg' hc _ _
     rw [e] at hr
     exact absurd hr (none_ne_some' P')
+
+/-! ## Every op, every run -/
+
+/-- Every successful op keeps every history (as `Op.hist` says) and every live sequence but its
+target live. -/
+theorem holds_apply {α : Type} (W B N : Nat) (hB : 0 < B) (P P' : Pool α) (H : Nat → List α)
+    (o : Op α) (h : PoolHolds W B N P H) (hr : Op.apply W B P o = some P') :
+    PoolHolds W B N P' (Op.hist H o) ∧
+      (∀ t, InL t P.live → ¬ t = Op.target o → InL t P'.live) := by
+  cases o with
+  | add s =>
+    have hr' : addSeq P s = some P' := hr
+    obtain ⟨h1, h2⟩ := holds_addSeq W B N P P' H s h hr'
+    exact ⟨h1, fun t ht _ => h2 t ht⟩
+  | append s pos x =>
+    have hr' : appendTok W B P s pos x = some P' := hr
+    obtain ⟨h1, h2⟩ := holds_appendTok W B N hB P P' H s pos x h hr'
+    refine ⟨h1, fun t ht _ => ?_⟩
+    rw [h2]
+    exact ht
+  | chunk s pos xs =>
+    have hr' : appendChunk W B s P pos xs = some P' := hr
+    obtain ⟨h1, h2⟩ := holds_appendChunk W B N hB P P' H s pos xs h hr'
+    refine ⟨h1, fun t ht _ => ?_⟩
+    rw [h2]
+    exact ht
+  | fork src dst =>
+    have hr' : forkSeq P src dst = some P' := hr
+    obtain ⟨h1, h2⟩ := holds_forkSeq W B N P P' H src dst h hr'
+    exact ⟨h1, fun t ht _ => h2 t ht⟩
+  | free s =>
+    have hr' : freeSeq P s = some P' := hr
+    exact holds_freeSeq W B N P P' H s h hr'
+
+/-- An op changes the history of its target only. -/
+theorem hist_other {α : Type} (H : Nat → List α) (o : Op α) (t : Nat) (h : ¬ t = Op.target o) :
+    Op.hist H o t = H t := by
+  cases o with
+  | add s => exact upd_ne H s [] t h
+  | append s _ x => exact upd_ne H s (H s ++ [x]) t h
+  | chunk s _ xs => exact upd_ne H s (H s ++ xs) t h
+  | fork src dst => exact upd_ne H dst (H src) t h
+  | free s => exact upd_ne H s [] t h
+
+theorem runOps_nil {α : Type} (W B : Nat) (P : Pool α) (H : Nat → List α) :
+    runOps W B P H [] = (P, H) := rfl
+
+theorem runOps_none {α : Type} (W B : Nat) (P : Pool α) (H : Nat → List α) (o : Op α)
+    (os : List (Op α)) (hr : Op.apply W B P o = none) :
+    runOps W B P H (o :: os) = runOps W B P H os := by
+  calc runOps W B P H (o :: os)
+      = runOps W B (afterOp P H o (Op.apply W B P o)).1 (afterOp P H o (Op.apply W B P o)).2 os := rfl
+    _ = runOps W B (afterOp P H o none).1 (afterOp P H o none).2 os := by rw [hr]
+    _ = runOps W B P H os := rfl
+
+theorem runOps_some {α : Type} (W B : Nat) (P P' : Pool α) (H : Nat → List α) (o : Op α)
+    (os : List (Op α)) (hr : Op.apply W B P o = some P') :
+    runOps W B P H (o :: os) = runOps W B P' (Op.hist H o) os := by
+  calc runOps W B P H (o :: os)
+      = runOps W B (afterOp P H o (Op.apply W B P o)).1 (afterOp P H o (Op.apply W B P o)).2 os := rfl
+    _ = runOps W B (afterOp P H o (some P')).1 (afterOp P H o (some P')).2 os := by rw [hr]
+    _ = runOps W B P' (Op.hist H o) os := rfl
+
+/-- Every run keeps the simulation relation, from any pool that satisfies it. -/
+theorem holds_runOps {α : Type} (W B N : Nat) (hB : 0 < B) :
+    ∀ (os : List (Op α)) (P : Pool α) (H : Nat → List α), PoolHolds W B N P H →
+      PoolHolds W B N (runOps W B P H os).1 (runOps W B P H os).2
+  | [], _, _, h => h
+  | o :: os, P, H, h => by
+    cases hr : Op.apply W B P o with
+    | none =>
+      rw [runOps_none W B P H o os hr]
+      exact holds_runOps W B N hB os P H h
+    | some P' =>
+      rw [runOps_some W B P P' H o os hr]
+      exact holds_runOps W B N hB os P' (Op.hist H o) (holds_apply W B N hB P P' H o h hr).1
+
+end KVWindow
