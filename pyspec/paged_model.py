@@ -13,25 +13,25 @@ and the reference pool of the paged protocol are in :mod:`pyspec.paged`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional, Sequence
 
 from pyspec.spec import _tsub
 
 # --------------------------------------------------------------------------- the state
 
 
-@dataclass(frozen=True)
-class Pool:
+class Pool(NamedTuple):
     """Lean ``KVWindow.Pool``: ``mem`` (block, slot) ↦ entry, the free list (oldest first), the live
-    sequences, and per sequence its length, block table and identity tag."""
+    sequences, and per sequence its length, block table and identity tag. Immutable: the ops
+    build a new pool with ``_replace`` (a ``NamedTuple``, so that the twins' millions of ops stay
+    fast)."""
 
-    mem: Mapping[tuple[int, int], Any] = field(default_factory=dict)
-    free: tuple[int, ...] = ()
-    live: tuple[int, ...] = ()
-    len: Mapping[int, int] = field(default_factory=dict)
-    table: Mapping[int, tuple[Optional[int], ...]] = field(default_factory=dict)
-    ident: Mapping[int, int] = field(default_factory=dict)
+    mem: Mapping[tuple[int, int], Any]
+    free: tuple[int, ...]
+    live: tuple[int, ...]
+    len: Mapping[int, int]
+    table: Mapping[int, tuple[Optional[int], ...]]
+    ident: Mapping[int, int]
 
     def key(self) -> tuple:
         """A hashable value equal for equal pools (the twins deduplicate states with it)."""
@@ -41,7 +41,7 @@ class Pool:
 
 def empty_pool(num_blocks: int) -> Pool:
     """The pool ``configure`` builds: no sequence, blocks ``0 .. N-1`` free in order."""
-    return Pool(free=tuple(range(num_blocks)))
+    return Pool(mem={}, free=tuple(range(num_blocks)), live=(), len={}, table={}, ident={})
 
 
 def table_of(P: Pool, s: int) -> tuple[Optional[int], ...]:
@@ -68,7 +68,10 @@ def upd(f: Mapping, s: int, v: Any) -> dict:
 
 
 class PagedModel:
-    """The definitions of ``PagedModel.lean``, one method each (``W`` window, ``B`` block size)."""
+    """The definitions of ``PagedModel.lean``, one method each (``W`` window, ``B`` block size).
+
+    Lean's ``Op.apply`` is ``apply_op``; ``afterOp``/``runOps`` are :func:`run_ops`; ``Op.hist`` and
+    ``Op.target`` are :func:`op_hist` and :func:`op_target`."""
 
 
     def set_ext(self, l: Sequence[Optional[int]], j: int, y: Optional[int]) -> tuple:
@@ -116,7 +119,7 @@ class PagedModel:
         if not free:
             return None
         c, rest = free[0], tuple(free[1:])
-        return replace(P, free=rest, table=upd(P.table, s, self.set_ext(table_of(P, s), j, c)), mem=m(c))
+        return P._replace(free=rest, table=upd(P.table, s, self.set_ext(table_of(P, s), j, c)), mem=m(c))
 
     def place_with(self, P: Pool, s: int, j: int, i: int, x: Any, old: Optional[int]) -> Optional[Pool]:
         """Lean ``KVWindow.placeWith``: write ``x`` into slot ``i`` of logical block ``j`` of ``s``,
@@ -127,20 +130,20 @@ class PagedModel:
         if 2 <= self.refcount(P, old):
             return self.take_with(P, s, j, lambda c: self.write_mem(self.copy_block(P.mem, old, c), c, i, x),
                                   P.free)
-        return replace(P, mem=self.write_mem(P.mem, old, i, x))
+        return P._replace(mem=self.write_mem(P.mem, old, i, x))
 
     def bump(self, P: Pool, s: int) -> Pool:
         """Lean ``KVWindow.bump P s``: ``len s := len s + 1``."""
-        return replace(P, len=upd(P.len, s, len_of(P, s) + 1))
+        return P._replace(len=upd(P.len, s, len_of(P, s) + 1))
 
     def push_if_unref(self, P: Pool, b: int) -> Pool:
         """Lean ``KVWindow.pushIfUnref P b``: once a reference to ``b`` is gone, ``b`` goes to the tail
         of the free list if no table references it any more."""
-        return replace(P, free=P.free + (b,)) if self.refcount(P, b) == 0 else P
+        return P._replace(free=P.free + (b,)) if self.refcount(P, b) == 0 else P
 
     def drop_ref(self, P: Pool, s: int, l: Sequence[Optional[int]]) -> Pool:
         """Lean ``KVWindow.dropRef P s l``: ``table s := l``."""
-        return replace(P, table=upd(P.table, s, tuple(l)))
+        return P._replace(table=upd(P.table, s, tuple(l)))
 
     def release_with(self, P: Pool, s: int, j: int, old: Optional[int]) -> Pool:
         """Lean ``KVWindow.releaseWith``: entry ``j`` (holding ``old``) := ``none``, then free ``old``
@@ -200,7 +203,7 @@ class PagedModel:
         """Lean ``KVWindow.addSeq``: a new sequence, length 0, empty table, identity 0."""
         if self.mem_n(s, P.live):
             return None
-        return replace(P, live=(s,) + P.live, table=upd(P.table, s, ()), len=upd(P.len, s, 0),
+        return P._replace(live=(s,) + P.live, table=upd(P.table, s, ()), len=upd(P.len, s, 0),
                        ident=upd(P.ident, s, 0))
 
     def fork_seq(self, P: Pool, src: int, dst: int) -> Optional[Pool]:
@@ -208,7 +211,7 @@ class PagedModel:
         every block: each gets one more reference). Takes no block."""
         if not (self.mem_n(src, P.live) and not self.mem_n(dst, P.live)):
             return None
-        return replace(P, live=(dst,) + P.live, table=upd(P.table, dst, table_of(P, src)),
+        return P._replace(live=(dst,) + P.live, table=upd(P.table, dst, table_of(P, src)),
                        len=upd(P.len, dst, len_of(P, src)), ident=upd(P.ident, dst, P.ident.get(src, 0)))
 
     def drop_head(self, P: Pool, s: int, o: Optional[int], rest: Sequence[Optional[int]]) -> Pool:
@@ -227,7 +230,7 @@ class PagedModel:
 
     def unlive(self, P: Pool, s: int) -> Pool:
         """Lean ``KVWindow.unlive``: ``s`` leaves the live list."""
-        return replace(P, live=tuple(t for t in P.live if t != s))
+        return P._replace(live=tuple(t for t in P.live if t != s))
 
     def free_seq(self, P: Pool, s: int) -> Optional[Pool]:
         """Lean ``KVWindow.freeSeq``: release every block of ``s``, then ``s`` no longer exists."""
@@ -235,10 +238,10 @@ class PagedModel:
             return None
         return self.unlive(self.drop_all(P, s, table_of(P, s)), s)
 
-    def admit(self, P: Pool, s: int, identity: int, L: int, tbl: Sequence[Optional[int]]) -> Pool:
-        """Lean ``KVWindow.admit``: ``s`` starts at length ``L`` with table ``tbl`` (a prefix hit);
+    def admit_hit(self, P: Pool, s: int, identity: int, L: int, tbl: Sequence[Optional[int]]) -> Pool:
+        """Lean ``KVWindow.admitHit``: ``s`` starts at length ``L`` with table ``tbl`` (a prefix hit);
         the blocks of ``tbl`` leave the free list."""
-        return replace(P, live=(s,) + P.live, table=upd(P.table, s, tuple(tbl)), len=upd(P.len, s, L),
+        return P._replace(live=(s,) + P.live, table=upd(P.table, s, tuple(tbl)), len=upd(P.len, s, L),
                        ident=upd(P.ident, s, identity),
                        free=tuple(b for b in P.free if self.count_in(b, tbl) == 0))
 
@@ -255,11 +258,13 @@ class PagedModel:
             raise ValueError(f"unknown op {o!r}")
         return one(P, *o[1:])
 
+    def lookup_in(self, m: Mapping, i: int, o: Optional[int]) -> Any:
+        """Lean ``KVWindow.lookupIn m i o``: slot ``i`` of the block ``o`` names (``none`` for ``none``)."""
+        return None if o is None else m.get((o, i))
+
     def lookup(self, P: Pool, B: int, s: int, p: int) -> Any:
-        """Lean ``KVWindow.lookup``: position ``p`` of ``s``, read through its table (``none`` if the
-        entry of its logical block is ``none``)."""
-        b = get_slot(table_of(P, s), p // B)
-        return None if b is None else P.mem.get((b, p % B))
+        """Lean ``KVWindow.lookup``: position ``p`` of ``s``, read through its table."""
+        return self.lookup_in(P.mem, p % B, get_slot(table_of(P, s), p // B))
 
     def read_slots(self, W: int, B: int, P: Pool, s: int) -> list:
         """Lean ``KVWindow.readSlots``: positions ``len - (W-1) .. len-1``, each looked up."""
@@ -267,8 +272,8 @@ class PagedModel:
         lo = _tsub(n, _tsub(W, 1))
         return [self.lookup(P, B, s, p) for p in range(lo, lo + min(_tsub(W, 1), n))]
 
-    def read(self, W: int, B: int, P: Pool, s: int) -> list:
-        """Lean ``KVWindow.read := somes (readSlots ..)``: what the next query of ``s`` attends to
+    def read_seq(self, W: int, B: int, P: Pool, s: int) -> list:
+        """Lean ``KVWindow.readSeq := somes (readSlots ..)``: what the next query of ``s`` attends to
         besides itself; ``paged_read_window`` says it is ``lastWindow (W-1)`` of the history."""
         return [e for e in self.read_slots(W, B, P, s) if e is not None]
 
