@@ -187,4 +187,21 @@ theorem slot_offset_back (o s w : Nat) (hw : 0 < w) (hs : s < w) :
       _ = o % w + (s + w - o % w) - w := d2
       _ = s := by omega
 
+/-! ## Blocks of `B` positions (own proofs from `div_add_mod'` and `mod_lt'`; used by the paged pool) -/
+
+/-- `B * (q / B) ≤ q < B * (q / B) + B`: the block `q / B` covers position `q`. -/
+theorem div_mul_bounds' (q B : Nat) (hB : 0 < B) : B * (q / B) ≤ q ∧ q < B * (q / B) + B := by
+  have h1 := div_add_mod' q B
+  have h2 := mod_lt' q hB
+  exact ⟨by omega, by omega⟩
+
+/-- Two different positions of one block sit in different slots. -/
+theorem mod_ne_of_div_eq' (q n B : Nat) (hd : q / B = n / B) (hne : ¬ q = n) :
+    ¬ q % B = n % B := by
+  intro hm
+  have h1 := div_add_mod' q B
+  have h2 := div_add_mod' n B
+  have h3 : B * (q / B) = B * (n / B) := congrArg (fun v => B * v) hd
+  omega
+
 end KVArith
