@@ -483,6 +483,7 @@ def _cmd_mutants(args) -> int:
 #: Subcommands whose options belong to another module's own parser: everything after
 #: the name is passed through untouched (``kvwindow bench --quick``).
 DELEGATED = {"bench": ("fuzz.bench.run", "benchmarks and plots"),
+             "gate": ("fuzz.gate.run", "the release gate for a cache or decoding change (seed 000's eight steps)"),
              "prove": ("fuzz.prove", "build the Lean proofs and print the theorem inventory")}
 
 
