@@ -33,6 +33,9 @@ class Judge:
     label: str
     fn: Callable[[np.ndarray, np.ndarray, Sequence[int]], str | None]
     checked: bool = True
+    #: whether each layer's held entries are judged too (not for an approximate candidate: an eviction
+    #: cache holds fewer entries and a quantised one other values, by design)
+    layers: bool = True
 
     def __call__(self, got: np.ndarray, ref: np.ndarray, positions: Sequence[int]) -> str | None:
         return self.fn(got, ref, positions) if self.checked else None
@@ -72,10 +75,10 @@ class Context:
         if role == "candidate" and self.config.approximate:
             claim = self.claim
             if not claim.checked:
-                return Judge("not checked (a task claim)", lambda g, r, p: None, checked=False)
+                return Judge("not checked (a task claim)", lambda g, r, p: None, checked=False, layers=False)
             return Judge(f"at the claim {claim.text} (an approximate {self.config.intervention} candidate "
                          "differs from full() by design)",
-                         lambda g, r, p: agrees(g, r, claim, subject.tolerance, p))
+                         lambda g, r, p: agrees(g, r, claim, subject.tolerance, p), layers=False)
         return tolerance_judge(subject.tolerance)
 
     def tokens(self, tag: str, n: int) -> list[int]:

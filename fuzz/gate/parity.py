@@ -230,7 +230,7 @@ def self_diff(run: CellRun, judge: Judge) -> str | None:
         d = judge(s.rows, s.full, list(range(len(s.history))))
         if d:
             return d
-    if run.extra and judge.checked:
+    if run.extra and judge.layers:
         return run.extra[0]
     return None
 
@@ -279,7 +279,8 @@ def step4(ctx: Context) -> Step:
             elif d:
                 step.add(f"cached vs uncached · {name}", who, FAIL, f"{run.what}: {d}")
             else:
-                layer = "; each layer's cache checked against the full forward" if run.layers_checked else ""
+                layer = ("; each layer's cache checked against the full forward" if judge.layers else
+                         "; each layer's cache read but not judged (an approximate candidate)") if run.layers_checked else ""
                 step.add(f"cached vs uncached · {name}", who, PASS, f"{run.what}: {judge.label}{layer}")
     base_runs, cand_runs = ctx.cells[ctx.baseline.spec], ctx.cells[ctx.candidate.spec]
     for name, crun in cand_runs.items():
