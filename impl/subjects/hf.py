@@ -34,6 +34,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from impl.decoder import torch_threads
 from impl.hf import compat, families
 
 MAX_LEN = families.MAX_POSITIONS
@@ -151,7 +152,7 @@ class HFSubject:
             kw["attention_mask"] = attention_mask
         if pos is not None:
             kw["position_ids"] = pos
-        with torch.no_grad(), warnings.catch_warnings():
+        with torch.no_grad(), warnings.catch_warnings(), torch_threads(1):  # tiny matrices: threads only spin
             warnings.simplefilter("ignore")
             return model(**kw)
 
