@@ -54,6 +54,9 @@ def perturbations(key: str, value: Any) -> list[Any]:
         out = [tiled if tiled != m else sorted(m)] if kvh > 1 else []
         if kvh == len(m):
             out = [list(reversed(m))]
+    elif isinstance(value, dict) and value and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                   for v in value.values()):
+        out = [{k: 2 * v for k, v in value.items()}]  # e.g. a RoPE theta per layer type
     elif isinstance(value, (list, tuple)):
         ints = [x for x in value if isinstance(x, int) and not isinstance(x, bool)]
         if not ints:

@@ -42,24 +42,39 @@ CACHES = ("dynamic", "static")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
-def _rope(cfg: Any) -> tuple[float, Any]:
-    """``(theta, scaling or None)`` of a config (``rope_parameters`` on 5.x, ``rope_theta``/``rope_scaling`` before)."""
+def _split(rp: dict) -> tuple[float, dict | None]:
+    kind = rp.get("rope_type", "default")
+    return float(rp["rope_theta"]), (None if kind == "default" else {k: v for k, v in rp.items() if k != "rope_theta"})
+
+
+def _rope(cfg: Any) -> tuple[Any, Any]:
+    """``(theta, scaling or None)`` of a config: ``rope_parameters`` on 5.x — one dict, or one per layer type
+    (Gemma 3: then both are dicts by layer type) — else ``rope_theta`` / ``rope_scaling``."""
     rp = getattr(cfg, "rope_parameters", None)
+    if isinstance(rp, dict) and rp and all(isinstance(v, dict) for v in rp.values()):
+        parts = {t: _split(v) for t, v in rp.items()}
+        scaling = {t: sc for t, (_, sc) in parts.items()}
+        return {t: th for t, (th, _) in parts.items()}, (scaling if any(scaling.values()) else None)
     if isinstance(rp, dict) and "rope_theta" in rp:
-        kind = rp.get("rope_type", "default")
-        scaling = None if kind == "default" else {k: v for k, v in rp.items() if k != "rope_theta"}
-        return float(rp["rope_theta"]), scaling
+        return _split(rp)
     return float(cfg.rope_theta), getattr(cfg, "rope_scaling", None)
 
 
-def _set_rope(cfg: Any, theta: float, scaling: Any) -> None:
+def _set_rope(cfg: Any, theta: Any, scaling: Any) -> None:
+    """Write ``(theta, scaling)`` back in the config's own form; a single value applies to every layer type."""
+    def one(th: float, sc: Any) -> dict:
+        new = {"rope_theta": float(th), "rope_type": "default"}
+        if sc:
+            new.update(sc)
+            new.setdefault("rope_type", sc.get("type", "linear"))
+        return new
     rp = getattr(cfg, "rope_parameters", None)
-    if isinstance(rp, dict) and "rope_theta" in rp:
-        new = {"rope_theta": float(theta), "rope_type": "default"}
-        if scaling:
-            new.update({k: v for k, v in scaling.items()})
-            new.setdefault("rope_type", scaling.get("type", "linear"))
-        cfg.rope_parameters = new
+    if isinstance(rp, dict) and rp and all(isinstance(v, dict) for v in rp.values()):
+        pick = (lambda x, t: x.get(t) if isinstance(x, dict) and t in x else x)  # noqa: E731
+        sc_nested = isinstance(scaling, dict) and set(scaling) <= set(rp) and scaling
+        cfg.rope_parameters = {t: one(pick(theta, t), scaling.get(t) if sc_nested else scaling) for t in rp}
+    elif isinstance(rp, dict) and "rope_theta" in rp:
+        cfg.rope_parameters = one(theta, scaling)
     else:
         cfg.rope_theta = float(theta)
         cfg.rope_scaling = dict(scaling) if scaling else None
@@ -92,13 +107,15 @@ class HFSubject:
             i["rope"] = _rope(cfg)
         _set_rope(cfg, *i["rope"])
         if i["head_dim"] is None:
-            i["head_dim"] = int(cfg.head_dim)
-        cfg.head_dim = int(i["head_dim"])
+            i["head_dim"] = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads)
+            self.head_dim_settable = getattr(cfg, "head_dim", None) is not None
+        if self.head_dim_settable:
+            cfg.head_dim = int(i["head_dim"])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model = self.family.cls(cfg).to(DTYPES[i["dtype"]])
             sd = families.seeded_state_dict(model, self.model_type, int(i["weights_revision"]))
-            heads, kvh, hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+            heads, kvh, hd = cfg.num_attention_heads, cfg.num_key_value_heads, int(i["head_dim"])
             if i["kv_head_map"] is None:
                 i["kv_head_map"] = [h // (heads // kvh) for h in range(heads)]
             perm = self._perm(i["kv_head_map"], heads, kvh)
@@ -201,11 +218,14 @@ class HFSubject:
                 new["window"] = ws.pop()
             elif key in ("rope_theta", "rope_scaling"):
                 theta, scaling = new["rope"]
-                new["rope"] = (float(v), scaling) if key == "rope_theta" else (theta, v)
+                new["rope"] = (v, scaling) if key == "rope_theta" else (theta, v)
             elif key == "dtype" and v not in DTYPES:
                 raise ValueError(f"set_identity: dtype {v!r}; known: {', '.join(DTYPES)}")
             elif key == "padding_side" and v not in ("left", "right"):
                 raise ValueError(f"set_identity: padding_side is 'left' or 'right', got {v!r}")
+            elif key == "head_dim" and not self.head_dim_settable:
+                raise ValueError(f"set_identity: {self.model_type} derives head_dim from hidden_size / heads; "
+                                 "it cannot be set alone")
             elif key == "head_dim" and (not isinstance(v, int) or v < 2 or v % 2):
                 raise ValueError(f"set_identity: head_dim must be an even int >= 2 (RoPE rotates pairs), got {v!r}")
             else:
