@@ -76,9 +76,9 @@ class Budget:
     """How much each step runs: ``quick`` (under a minute on 2 cores for the decoder) or ``full``."""
 
     name: str
-    #: prompt lengths of step 4, as multiples/offsets of W: evaluated by :func:`lengths`
+    #: more prompt lengths and chunk schedules in step 4 (2, 2W, 3W+2), more prompts in step 2
     extra_lengths: bool
-    #: decode steps after each prompt, beyond W + 2
+    #: decode steps after each prompt, beyond W + 2 (step 4) and 2W + 2 (step 2)
     extra_decode: int
     #: stream seeds of step 4 (each a different token stream)
     seeds: int

@@ -208,11 +208,15 @@ def build_controls(ctx: Context, subject: Subject) -> list[tuple[str, Subject | 
     else:
         out.append(("truncated block", None, "the subject has no inject(): its cache cannot be truncated from outside"))
     windows = ident.get("window")
+    per_layer = isinstance(windows, (list, tuple))
+    layers = list(windows) if per_layer else [windows]
     for delta in (1, -1):
         name = f"window {'+' if delta > 0 else '-'} 1"
-        ok = "set_identity" in has and isinstance(windows, (list, tuple)) and any(isinstance(w, int) for w in windows)
-        new = [w + delta if isinstance(w, int) and not isinstance(w, bool) else w for w in windows] if ok else None
-        if ok and all(w is None or w >= 1 for w in new):
+        ok = "set_identity" in has and any(isinstance(w, int) and not isinstance(w, bool) for w in layers)
+        new = [w + delta if isinstance(w, int) and not isinstance(w, bool) else w for w in layers] if ok else None
+        if ok and not per_layer:
+            new = new[0]
+        if ok and all(w is None or w >= 1 for w in (new if per_layer else [new])):
             try:
                 subject.new().set_identity(window=new)
             except Exception as e:  # noqa: BLE001

@@ -42,8 +42,7 @@ def step1(ctx: Context) -> Step:
     step.data = {"kind": kind, "class": cls, "changes": what}
     base, cand = ctx.identities[ctx.baseline.spec], ctx.identities[ctx.candidate.spec]
     diff = identity_diff(base, cand)
-    for role, s in ctx.roles():
-        step.add("subject", f"{role} {s.spec}", PASS, s.description or s.spec, identity=ctx.identities[s.spec])
+    step.data["subjects"] = {role: {"spec": s.spec, "description": s.description} for role, s in ctx.roles()}
     if diff and cls == "exact":
         step.add("identity kept", f"candidate {ctx.candidate.spec}", FAIL,
                  f"a {kind} change keeps the model's identity, but the candidate's differs: {'; '.join(diff)} "
