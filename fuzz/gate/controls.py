@@ -283,4 +283,5 @@ def step5(ctx: Context) -> Step:
                 step.add(name, who, PASS if found else FAIL,
                          f"{what}; detected — {how}" if found else
                          f"{what}; undetected: the parity check cannot see this class on this subject")
-    return step.settle("every control the gate could build was detected by step 4's checks", "no control could be built")
+    return step.settle("every control the gate could build was detected by step 4's checks",
+                       "no control could be built or checked")

@@ -31,8 +31,9 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def identity_diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    return [f"{k}: {a.get(k, '(not reported)')!r} -> {b.get(k, '(not reported)')!r}"
-            for k in sorted(set(a) | set(b)) if not _same(a.get(k), b.get(k))]
+    """Attributes both identities report, with different values (one that only one reports is a gap in
+    what that subject says about itself, not a change: :func:`step1` lists those apart)."""
+    return [f"{k}: {a[k]!r} -> {b[k]!r}" for k in sorted(set(a) & set(b)) if not _same(a[k], b[k])]
 
 
 def step1(ctx: Context) -> Step:
@@ -51,6 +52,11 @@ def step1(ctx: Context) -> Step:
         step.add("identity kept" if cls == "exact" else "identity changes", f"candidate {ctx.candidate.spec}", PASS,
                  "same identity as the baseline" if not diff else "changed (allowed for an approximate kind): "
                  + "; ".join(diff))
+    only = {role: sorted(set(mine) - set(other)) for role, mine, other in
+            (("baseline", base, cand), ("candidate", cand, base))}
+    if any(only.values()):
+        step.checks[-1].detail += " (compared on the attributes both report; " + "; ".join(
+            f"only the {role} reports {', '.join(keys)}" for role, keys in only.items() if keys) + ")"
     return step.settle(f"{kind}: {cls} — {what}", "")
 
 

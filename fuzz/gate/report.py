@@ -45,10 +45,15 @@ def _cell(text: Any) -> str:
 
 def headline(doc: dict[str, Any]) -> str:
     v = doc["verdict"]
-    failed = [s for s in doc["steps"] if s["verdict"] in (FAIL, "fault")]
-    if not failed:
-        return f"{LABEL[v]}: every step passed or is not applicable"
-    return f"{LABEL[v]} at " + ", ".join(f"step {s['number']} ({s['title'].lower()})" for s in failed)
+    failed = [s for s in doc["steps"] if s["verdict"] == FAIL]
+    faulted = [s for s in doc["steps"] if s["verdict"] == "fault"]
+    if not failed and not faulted:
+        return f"{LABEL[v]}" + (f": {doc['faults'][0]}" if doc["faults"] else ": every step passed or is not applicable")
+    out = ", ".join(f"step {s['number']} ({s['title'].lower()})" for s in failed)
+    out = (f"{LABEL[v]} at {out}" if failed else LABEL[v])
+    if faulted:
+        out += ("; harness fault at " if failed else " at ") + ", ".join(f"step {s['number']}" for s in faulted)
+    return out
 
 
 def ordered(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:

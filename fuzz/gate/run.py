@@ -13,7 +13,8 @@ steps on two decoders driven through the decoder protocol (:mod:`fuzz.gate.proto
 It writes ``report.md``, a self-contained ``report.html`` and ``report.json`` (plus the PNG plots) into
 DIR, atomically, and exits 0 when no step fails, 1 when one does, 2 on a usage error (checked before
 anything runs: options, subjects, the report folder), 3 on a harness fault (the gate itself, or an
-adapter that cannot drive its third-party release; the report is still written).
+adapter that cannot drive its third-party release; the report is still written) when no step failed:
+a failure outranks a fault, as a finding does in a campaign.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def write_reports(ctx: Context, steps: list[Step], faults: list[str], runtime: f
             pngs["decode_latency.png"] = plot_latency(s6.data, ctx.baseline.spec, ctx.candidate.spec)
         except Exception as e:  # noqa: BLE001 - a plot that fails is a fault, the numbers stay in the report
             faults.append(f"plots: {type(e).__name__}: {e}")
-    verdict = overall(steps) if not faults else FAULT
+    verdict = overall(steps, bool(faults))
     doc = document(ctx, steps, verdict, runtime, machine_info(), {n: n for n in pngs}, faults)
     for name, png in pngs.items():
         atomic_write(out / name, png)

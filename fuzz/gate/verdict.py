@@ -86,7 +86,9 @@ def mark_shared(step: Step) -> None:
         step.summary += " — the baseline fails it too (not a regression)"
 
 
-def overall(steps: list[Step]) -> str:
-    if any(s.verdict == FAULT for s in steps):
-        return FAULT
-    return FAIL if any(s.verdict == FAIL for s in steps) else PASS
+def overall(steps: list[Step], faults: bool = False) -> str:
+    """FAIL when a step failed (a failure is evidence, and outranks a fault, as a finding does in a
+    campaign), else FAULT when a step or the report faulted, else PASS."""
+    if any(s.verdict == FAIL for s in steps):
+        return FAIL
+    return FAULT if faults or any(s.verdict == FAULT for s in steps) else PASS

@@ -118,3 +118,21 @@ class UnavailableMidRun(MinimalDecoder):
         if type(self).calls > 3:
             raise Unavailable("the accelerator backend of this decoder is gone")
         return super().decode(token_id)
+
+
+class BlockDecoder(MinimalDecoder):
+    """Reports a block size, as a paged cache would: step 4's lengths go around it too."""
+
+    def identity(self):
+        return {"window": [8, None], "block_size": 4}
+
+
+class Window9Decoder(DecoderSubject):
+    """The decoder with its sliding window at 9: not the same model as ``decoder`` (W = 8)."""
+
+    tolerance = 1e-10
+
+    def __init__(self):
+        super().__init__()
+        self.set_identity(window=[9, None])
+        self.reset()
