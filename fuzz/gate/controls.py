@@ -176,8 +176,7 @@ def build_controls(ctx: Context, subject: Subject) -> list[tuple[str, Subject | 
     out: list[tuple[str, Subject | None, str]] = []
 
     def wrap(name: str, cls: type, what: str) -> None:
-        out.append((name, Subject(f"{subject.spec} [{name}]", lambda: cls(subject), subject.tolerance,
-                                  what, control_of=subject), what))
+        out.append((name, Subject(f"{subject.spec} [{name}]", lambda: cls(subject), subject.tolerance, what), what))
 
     if "inject" in has:
         wrap("position off by one", PositionControl, "later tokens one position ahead of the tokens seen")

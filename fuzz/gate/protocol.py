@@ -106,8 +106,6 @@ class Subject:
     description: str = ""
     #: versions of third-party code it runs (reports)
     versions: dict[str, str] = field(default_factory=dict)
-    #: the subject of which this is a negative control (controls only)
-    control_of: "Subject | None" = None
 
     def new(self) -> "Handle":
         try:

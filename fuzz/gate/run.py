@@ -23,7 +23,6 @@ import json
 import sys
 import time
 import traceback
-from pathlib import Path
 from typing import Callable
 
 from fuzz.gate import config as cfgmod
