@@ -52,6 +52,8 @@ class CellRun:
     #: failures beyond the logits (the layer check): one line each
     extra: list[str] = field(default_factory=list)
     layers_checked: bool = False
+    #: why the layers were not checked in a cell that checks them, else ""
+    layers_missing: str = ""
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,8 @@ def calls_cell(name: str, what: str, calls: list[list[int]], layers: bool = Fals
         if layers and h.has("kv_layers") and h.has("full_kv"):
             out.extra += layer_check(h, hist, subject.tolerance)
             out.layers_checked = True
+        elif layers:
+            out.layers_missing = "; each layer's cache is not observable (the subject has no kv_layers()/full_kv())"
     return Cell(name, what, run)
 
 
@@ -280,7 +284,8 @@ def step4(ctx: Context) -> Step:
                 step.add(f"cached vs uncached · {name}", who, FAIL, f"{run.what}: {d}")
             else:
                 layer = ("; each layer's cache checked against the full forward" if judge.layers else
-                         "; each layer's cache read but not judged (an approximate candidate)") if run.layers_checked else ""
+                         "; each layer's cache read but not judged (an approximate candidate)") if run.layers_checked \
+                    else run.layers_missing
                 step.add(f"cached vs uncached · {name}", who, PASS, f"{run.what}: {judge.label}{layer}")
     base_runs, cand_runs = ctx.cells[ctx.baseline.spec], ctx.cells[ctx.candidate.spec]
     for name, crun in cand_runs.items():

@@ -5,8 +5,9 @@ The model is :mod:`impl.hf.families`' tiny seeded model of the family (nothing d
 sliding window ``W`` for its sliding layers (the family's sliding/global pattern kept). The stream runs
 the way a user runs it: forward calls on one cache object — ``"dynamic"``: the ``DynamicCache`` built
 from the model's config (its sliding layers keep ``lastWindow (W-1)`` between calls on the ``layers``
-API); ``"static"``: the static cache with sliding buffers of ``W`` slots (``StaticCache``; ``HybridCache``
-on the legacy API), sized for :data:`MAX_LEN` positions. ``full()`` is the model's own no-cache forward.
+API); ``"static"``: the static cache with sliding buffers of ``W`` slots (``StaticCache``; on the legacy
+API ``HybridCache`` for hybrid families and ``SlidingWindowCache`` for all-sliding ones), sized for
+:data:`MAX_LEN` positions. ``full()`` is the model's own no-cache forward.
 
 Identity: weights revision (the seed), adapter (a seeded rank-1 delta on every ``k_proj`` / ``v_proj``),
 RoPE theta and scaling, the window per layer, dtype, KV-head map, padding side, head width.
@@ -80,6 +81,31 @@ def _set_rope(cfg: Any, theta: Any, scaling: Any) -> None:
         cfg.rope_scaling = dict(scaling) if scaling else None
 
 
+def _legacy_sliding_cache(config: Any, dtype: Any, batch: int) -> Any:
+    """The static cache of an all-sliding family before the ``layers`` API: ``SlidingWindowCache`` (what
+    ``cache_implementation="sliding_window"`` builds; ``HybridCache`` assumes a global layer every other
+    one), with the batch/device/dtype keywords its constructor names. 4.45.2's cannot be built (its
+    ``__init__`` calls ``super().__init__()`` without the config): :class:`compat.HFIncompatible`."""
+    import inspect
+
+    from transformers import cache_utils as cu
+
+    cls = getattr(cu, "SlidingWindowCache", None)
+    if cls is None:
+        raise compat.incompatible("cache_utils.SlidingWindowCache", "absent: no static cache for an all-sliding family")
+    names = set(inspect.signature(cls.__init__).parameters)
+    kw: dict[str, Any] = {"max_cache_len": MAX_LEN}
+    for key, value in (("batch_size", batch), ("device", "cpu"), ("dtype", dtype)):
+        if key in names:
+            kw[key] = value
+    if "batch_size" not in names and "max_batch_size" in names:
+        kw["max_batch_size"] = batch
+    try:
+        return cls(config, **kw)
+    except Exception as e:  # noqa: BLE001 - a constructor this release cannot run: the adapter cannot drive it
+        raise compat.incompatible(f"SlidingWindowCache(config, {', '.join(kw)})", f"{type(e).__name__}: {e}") from e
+
+
 class HFSubject:
     """One stream of a tiny ``model_type`` model on a ``cache`` ("dynamic" or "static") with attention ``attn``."""
 
@@ -94,6 +120,7 @@ class HFSubject:
         self.ident: dict[str, Any] = {"weights_revision": seed, "adapter": None, "window": window, "dtype": "float64",
                                       "kv_head_map": None, "padding_side": "left", "rope": None, "head_dim": None}
         self._build()
+        self._new_cache()  # a cache this release cannot build makes the subject unavailable, before any run
         self.cache: Any = None
         self.cache_ident: dict[str, Any] | None = None
         self.n, self.offset = 0, 0
@@ -153,9 +180,11 @@ class HFSubject:
     def _new_cache(self, batch: int = 1, model: Any = None) -> Any:
         model = model or self.model
         dtype = next(model.parameters()).dtype
-        if self.cache_kind == "static":
-            return compat.static_sliding_cache(model.config, MAX_LEN, dtype, batch)
-        return compat.dynamic_cache(model.config)
+        if self.cache_kind == "dynamic":
+            return compat.dynamic_cache(model.config)
+        if self.info.api == "legacy" and "full_attention" not in self.types:
+            return _legacy_sliding_cache(model.config, dtype, batch)
+        return compat.static_sliding_cache(model.config, MAX_LEN, dtype, batch)
 
     def _forward(self, ids: torch.Tensor, cache: Any = None, start: int = 0, model: Any = None,
                  attention_mask: torch.Tensor | None = None, pos: torch.Tensor | None = None) -> Any:
