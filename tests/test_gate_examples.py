@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.gate import run_gate, steps, wrong_position_report  # noqa: F401 (a fixture)
+from tests.support.gate import run_gate, steps
 
 
 def test_c_ring_against_torch_layout_exact_passes(tmp_path):

@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from fuzz.gate import files
-from tests.support.gate import run_gate, wrong_position_report  # noqa: F401 (a fixture)
+from tests.support.gate import run_gate
 
 TITLES = ["Intervention named", "Equivalence claim", "Cache identity", "Positive parity", "Negative controls",
           "Phase-specific performance", "Quality slices", "Invalidation and recovery"]
