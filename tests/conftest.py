@@ -9,3 +9,4 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "kvwindow"))
 
 # Fixtures several test modules share.
 from tests.support.csrc import built  # noqa: E402,F401
+from tests.support.gate import wrong_position_report  # noqa: E402,F401 (one gate run, shared by its tests)

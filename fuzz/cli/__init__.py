@@ -55,6 +55,7 @@ def _cmd_mutants(args) -> int:
 
 
 DELEGATED = {"bench": ("fuzz.bench.run", "benchmarks and plots"),
+             "gate": ("fuzz.gate.run", "the release gate for a cache or decoding change (seed 000's eight steps)"),
              "prove": ("fuzz.prove", "build the Lean proofs and print the theorem inventory")}
 
 

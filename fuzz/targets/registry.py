@@ -42,6 +42,8 @@ BUILTIN: dict[str, tuple[str, bool]] = {
 FAMILIES: dict[str, tuple[str, str]] = {
     "c:": ("fuzz.targets.ring:make_c_library", "PATH.so, any library implementing csrc/ringkv.h"),
     "py:": ("fuzz.targets.cache:make_py_class", "module:Class, any class implementing the Python target protocol"),
+    "py-decoder:": ("fuzz.targets.py_decoder:make_py_decoder",
+                    "module:Class, any class implementing the decoder protocol (the subjects of kvwindow gate)"),
     "mutant:": ("fuzz.targets.mutants:make_mutant", "NAME, a mutant of the catalogue (kvwindow mutants --list)"),
     "hf:": ("fuzz.targets.hf.family:make_hf_family",
             "MODEL_TYPE[@ATTN,...], a transformers sliding-window family (eager and sdpa; @flex_attention compiles)"),

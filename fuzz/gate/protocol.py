@@ -1,0 +1,199 @@
+"""The decoder protocol (DESIGN §4) as the gate drives it: what a subject must have, what it may have,
+and the one place a subject's answers are read and its exceptions classified.
+
+Required: ``reset()`` (a new stream: the next position is 0, the identity stays), ``prefill(token_ids)
+-> logits`` (a chunk at the next position, one row per token; the first call after ``reset()`` is the
+prompt, later ones are chunked prefill), ``decode(token_id) -> logits`` (one row), ``full(token_ids) ->
+logits`` (no cache, under the current identity: the reference) and ``identity() -> dict`` (every
+attribute that changes K, V, mask or positions: ``weights_revision``, ``adapter``, ``rope_theta``,
+``rope_scaling``, ``window`` (per layer, ``None`` = global), ``dtype``, ``kv_head_map``, ``padding_side``;
+``head_dim`` and ``block_size`` where they exist). Logits are anything ``numpy.asarray`` takes (torch
+tensors too), ``[T, vocab]`` / ``[vocab]``.
+
+Optional, each used where present and named "not applicable" in the report where absent:
+
+* ``set_identity(**changes)`` — change identity attributes (keys of ``identity()``) in place;
+* ``snapshot()`` / ``restore(state)`` — the live cache out and back in (a prefix hit, a pre-emption);
+* ``tolerance`` — a class attribute: the absolute logits tolerance of cached against ``full()``, or
+  ``(atol, rtol)`` for ``|got - ref| <= atol + rtol * |ref|`` (default :data:`DEFAULT_TOLERANCE`);
+* ``kv_bytes() -> int`` — bytes of K/V the live cache holds;
+* ``kv_layers()`` / ``full_kv(token_ids)`` — per layer, the cache's ``{"window", "positions", "k",
+  "v"}`` (rows ``[L, ...]``, oldest first) and the full forward's ``{"k", "v"}`` (rows ``[n, ...]``);
+* ``batch(rows, chunks) -> [logits per row]`` — ragged ``rows`` padded (on the identity's
+  ``padding_side``) into one batch on a cache of its own, fed ``chunks`` columns per call; each row's
+  logits for its own tokens;
+* ``inject(fault)`` — ``"position"`` (later tokens one position ahead) or ``"drop-oldest"`` (the
+  oldest entry the next query needs gone): the two negative controls that cannot be built from
+  outside the cache (:mod:`fuzz.gate.controls`).
+
+A :class:`Subject` is a spec, a factory of fresh instances and a tolerance; a :class:`Handle` is one
+instance seen through the protocol. Everything the instance raises becomes :class:`SubjectError` (the
+subject's own outcome: a refusal or a crash, judged by the step that made the call), except
+:class:`impl.errors.Unavailable`, which is the adapter failing to drive third-party code on this
+machine: a harness fault (:class:`GateFault`, exit 3), never evidence about the subject.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from impl.errors import Unavailable
+
+REQUIRED = ("reset", "prefill", "decode", "full", "identity")
+OPTIONAL = ("set_identity", "snapshot", "restore", "kv_bytes", "kv_layers", "full_kv", "batch", "inject")
+#: The identity attributes seed 000 names, in the order reports list them.
+STANDARD_IDENTITY = ("weights_revision", "adapter", "rope_theta", "rope_scaling", "window", "dtype",
+                     "kv_head_map", "padding_side")
+#: ``(atol, rtol)`` of cached against ``full()`` for a subject that declares no ``tolerance``: float32
+#: rounding of O(1) logits through a few layers stays below it, and the bug classes move logits by 1e-3 .. 1.
+DEFAULT_TOLERANCE = (1e-5, 1e-5)
+
+
+class SubjectError(Exception):
+    """The subject raised (or answered outside the protocol) in ``method``; ``cause`` is what it raised."""
+
+    def __init__(self, spec: str, method: str, cause: BaseException | str):
+        self.spec, self.method = spec, method
+        self.cause = cause if isinstance(cause, BaseException) else None
+        what = f"{type(cause).__name__}: {cause}" if isinstance(cause, BaseException) else str(cause)
+        self.what = what.splitlines()[0][:300] if what else type(cause).__name__
+        super().__init__(f"{spec}: {method} raised {self.what}")
+
+
+class GateFault(Exception):
+    """A harness fault: the gate or an adapter cannot do its job here (exit 3); one line of reason."""
+
+
+class ProtocolUsageError(ValueError):
+    """A class that is not a decoder-protocol subject (a usage error, exit 2); the message says why."""
+
+
+def check_class(cls: Any, spec: str) -> None:
+    missing = [m for m in REQUIRED if not callable(getattr(cls, m, None))]
+    if missing:
+        raise ProtocolUsageError(
+            f"{spec} does not implement the decoder protocol: missing {', '.join(missing)} (needs reset(), "
+            "prefill(token_ids), decode(token_id), full(token_ids), identity(); optional set_identity(**changes), "
+            "snapshot()/restore(state))")
+
+
+def parse_tolerance(value: Any, where: str) -> tuple[float, float]:
+    """``tolerance`` as ``(atol, rtol)``: a number is an absolute tolerance."""
+    if value is None:
+        return DEFAULT_TOLERANCE
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = (float(value), 0.0)
+    try:
+        atol, rtol = (float(x) for x in value)
+    except (TypeError, ValueError):
+        raise ProtocolUsageError(f"{where}: tolerance must be a number or (atol, rtol), got {value!r}") from None
+    if not (atol >= 0 and rtol >= 0):
+        raise ProtocolUsageError(f"{where}: tolerance must be >= 0, got {value!r}")
+    return atol, rtol
+
+
+@dataclass
+class Subject:
+    """What ``--baseline`` / ``--candidate`` names: ``factory()`` builds a fresh instance (one stream)."""
+
+    spec: str
+    factory: Callable[[], Any]
+    tolerance: tuple[float, float] = DEFAULT_TOLERANCE
+    #: one line for the report: what this subject is
+    description: str = ""
+    #: versions of third-party code it runs (reports)
+    versions: dict[str, str] = field(default_factory=dict)
+
+    def new(self) -> "Handle":
+        try:
+            obj = self.factory()
+        except Unavailable as e:
+            raise GateFault(f"{self.spec}: cannot build an instance here: {e}") from e
+        except Exception as e:  # noqa: BLE001 - the subject's constructor: its outcome
+            raise SubjectError(self.spec, "__init__", e) from e
+        return Handle(self, obj)
+
+
+class Handle:
+    """One instance of a subject. Logits come back as float64 arrays of the shapes the protocol says;
+    anything else, and any exception, is the subject's :class:`SubjectError`."""
+
+    def __init__(self, subject: Subject, obj: Any):
+        self.subject, self.obj, self.spec = subject, obj, subject.spec
+
+    def has(self, method: str) -> bool:
+        return callable(getattr(self.obj, method, None))
+
+    def _call(self, method: str, *args: Any, **kw: Any) -> Any:
+        fn = getattr(self.obj, method, None)
+        if not callable(fn):
+            raise SubjectError(self.spec, method, f"the subject has no {method}()")
+        try:
+            return fn(*args, **kw)
+        except Unavailable as e:
+            raise GateFault(f"{self.spec}: {method}: {e}") from e
+        except Exception as e:  # noqa: BLE001 - whatever the subject raises is its outcome
+            raise SubjectError(self.spec, method, e) from e
+
+    def _rows(self, method: str, out: Any, n: int) -> np.ndarray:
+        try:
+            if hasattr(out, "detach"):
+                out = out.detach().cpu().double().numpy()
+            a = np.asarray(out, dtype=np.float64)
+        except Exception as e:  # noqa: BLE001
+            raise SubjectError(self.spec, method, f"returned {type(out).__name__}, not logits ({e})") from e
+        if a.ndim == 1 and n == 1:
+            a = a[None, :]
+        if a.ndim != 2 or a.shape[0] != n:
+            raise SubjectError(self.spec, method, f"returned logits of shape {a.shape} for {n} token(s)")
+        return a
+
+    def reset(self) -> None:
+        self._call("reset")
+
+    def prefill(self, tokens: Sequence[int]) -> np.ndarray:
+        toks = [int(t) for t in tokens]
+        return self._rows("prefill", self._call("prefill", toks), len(toks))
+
+    def decode(self, token: int) -> np.ndarray:
+        return self._rows("decode", self._call("decode", int(token)), 1)[0]
+
+    def full(self, tokens: Sequence[int]) -> np.ndarray:
+        toks = [int(t) for t in tokens]
+        return self._rows("full", self._call("full", toks), len(toks))
+
+    def identity(self) -> dict[str, Any]:
+        ident = self._call("identity")
+        if not isinstance(ident, dict):
+            raise SubjectError(self.spec, "identity", f"returned {type(ident).__name__}, not a dict")
+        return dict(ident)
+
+    def set_identity(self, **changes: Any) -> None:
+        self._call("set_identity", **changes)
+
+    def snapshot(self) -> Any:
+        return self._call("snapshot")
+
+    def restore(self, state: Any) -> None:
+        self._call("restore", state)
+
+    def kv_bytes(self) -> int:
+        return int(self._call("kv_bytes"))
+
+    def kv_layers(self) -> list[dict[str, Any]]:
+        return list(self._call("kv_layers"))
+
+    def full_kv(self, tokens: Sequence[int]) -> list[dict[str, Any]]:
+        return list(self._call("full_kv", [int(t) for t in tokens]))
+
+    def batch(self, rows: Sequence[Sequence[int]], chunks: Sequence[int]) -> list[np.ndarray]:
+        out = list(self._call("batch", [list(map(int, r)) for r in rows], list(chunks)))
+        if len(out) != len(rows):
+            raise SubjectError(self.spec, "batch", f"returned {len(out)} rows of logits for {len(rows)} rows")
+        return [self._rows("batch", o, len(r)) for o, r in zip(out, rows)]
+
+    def inject(self, fault: str) -> None:
+        self._call("inject", fault)

@@ -1,0 +1,154 @@
+"""``kvwindow gate`` — seed 000's release gate for a cache or decoding change, as one CI step with a report.
+
+``kvwindow gate --baseline SUBJECT --candidate SUBJECT --intervention KIND --claim LEVEL [--quick]
+[--report DIR]`` (or the same keys in ``[tool.kvwindow.gate]`` of ``./pyproject.toml``) runs the eight
+steps on two decoders driven through the decoder protocol (:mod:`fuzz.gate.protocol`; subjects:
+:mod:`fuzz.gate.subjects`):
+
+1. the intervention as declared (:mod:`fuzz.gate.declare`); 2. the claim at its level (same);
+3. cache identity (:mod:`fuzz.gate.identity`); 4. positive parity (:mod:`fuzz.gate.parity`);
+5. negative controls (:mod:`fuzz.gate.controls`); 6. phase-specific performance (:mod:`fuzz.gate.perf`);
+7. quality slices (:mod:`fuzz.gate.quality`); 8. invalidation and recovery (:mod:`fuzz.gate.recovery`).
+
+It writes ``report.md``, a self-contained ``report.html`` and ``report.json`` (plus the PNG plots) into
+DIR, atomically, and exits 0 when no step fails, 1 when one does, 2 on a usage error (checked before
+anything runs: options, subjects, the report folder), 3 on a harness fault (the gate itself, or an
+adapter that cannot drive its third-party release; the report is still written) when no step failed:
+a failure outranks a fault, as a finding does in a campaign.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from typing import Callable
+
+from fuzz.gate import config as cfgmod
+from fuzz.gate.context import DEFAULT_WINDOW, Context, stream_window
+from fuzz.gate.controls import step5
+from fuzz.gate.declare import step1, step2
+from fuzz.gate.files import atomic_write, check_writable
+from fuzz.gate.html import render_html
+from fuzz.gate.identity import step3
+from fuzz.gate.parity import step4
+from fuzz.gate.perf import step6
+from fuzz.gate.plots import plot_latency, plot_ratios
+from fuzz.gate.protocol import GateFault, SubjectError
+from fuzz.gate.quality import step7
+from fuzz.gate.recovery import step8
+from fuzz.gate.report import EXIT, document, render_markdown
+from fuzz.gate.subjects import SubjectUsageError, resolve
+from fuzz.gate.verdict import FAIL, FAULT, LABEL, Step, mark_shared, overall
+from fuzz.machine import machine_info
+from impl.errors import Unavailable
+
+EXIT_USAGE = 2
+STEPS: tuple[tuple[int, Callable[[Context], Step]], ...] = (
+    (1, step1), (2, step2), (3, step3), (4, step4), (5, step5), (6, step6), (7, step7), (8, step8))
+
+
+def prepare(conf: cfgmod.GateConfig, log: Callable[[str], None]) -> Context:
+    """Resolve and probe both subjects (usage errors before any work): identities, window, vocabulary."""
+    base = resolve(conf.baseline, "baseline")
+    cand = resolve(conf.candidate, "candidate")
+    identities, vocab = {}, {}
+    for role, s in (("baseline", base), ("candidate", cand)):
+        try:
+            h = s.new()
+            identities[s.spec] = h.identity()
+            vocab[role] = h.full([1]).shape[-1]
+        except SubjectError as e:
+            raise cfgmod.UsageError(f"{role} {s.spec!r} does not answer the decoder protocol: {e.method} raised "
+                                    f"{e.what}") from e
+    if vocab["baseline"] != vocab["candidate"]:
+        raise cfgmod.UsageError(f"baseline and candidate have different vocabularies ({vocab['baseline']} and "
+                                f"{vocab['candidate']} logits per token): they are not two versions of one model")
+    w, windows = stream_window(identities[base.spec])
+    ctx = Context(conf, base, cand, w or DEFAULT_WINDOW, windows, vocab["baseline"], identities, log)
+    if w is None:
+        ctx.notes.append(f"the baseline reports no sliding window; streams are sized by W = {DEFAULT_WINDOW}")
+    return ctx
+
+
+def run_steps(ctx: Context) -> tuple[list[Step], list[str]]:
+    steps, faults = [], []
+    t0 = time.monotonic()
+    for number, fn in STEPS:
+        ctx.log(f"[{time.monotonic() - t0:6.1f}s] step {number} ...")
+        t1 = time.monotonic()
+        try:
+            step = fn(ctx)
+        except SubjectError as e:  # the subject raised outside a judged check: still its outcome
+            step = Step(number)
+            step.add("step", e.spec, FAIL, f"{e.method} raised {e.what} on a valid call")
+            step.settle("", "")
+        except (GateFault, Unavailable) as e:
+            step = Step(number, verdict=FAULT, summary=f"harness fault: {e}")
+            faults.append(f"step {number}: {e}")
+        except Exception as e:  # noqa: BLE001 - the gate's own error: a fault, never a verdict on the subjects
+            step = Step(number, verdict=FAULT, summary=f"harness fault: {type(e).__name__}: {e}")
+            faults.append(f"step {number}: {type(e).__name__}: {e}")
+            ctx.log(traceback.format_exc())
+        step.seconds = time.monotonic() - t1
+        mark_shared(step)
+        ctx.log(f"           step {number} {step.title}: {LABEL[step.verdict]} — {step.summary[:160]}")
+        steps.append(step)
+    return steps, faults
+
+
+def write_reports(ctx: Context, steps: list[Step], faults: list[str], runtime: float) -> dict:
+    out = ctx.config.report
+    pngs: dict[str, bytes] = {}
+    s6 = next((s for s in steps if s.number == 6), None)
+    if s6 is not None and s6.data.get("ratios"):
+        try:
+            pngs["perf_ratios.png"] = plot_ratios(s6.data, ctx.baseline.spec, ctx.candidate.spec)
+            pngs["decode_latency.png"] = plot_latency(s6.data, ctx.baseline.spec, ctx.candidate.spec)
+        except Exception as e:  # noqa: BLE001 - a plot that fails is a fault, the numbers stay in the report
+            faults.append(f"plots: {type(e).__name__}: {e}")
+    verdict = overall(steps, bool(faults))
+    doc = document(ctx, steps, verdict, runtime, machine_info(), {n: n for n in pngs}, faults)
+    for name, png in pngs.items():
+        atomic_write(out / name, png)
+    atomic_write(out / "report.json", json.dumps(doc, indent=1) + "\n")
+    atomic_write(out / "report.md", render_markdown(doc))
+    atomic_write(out / "report.html", render_html(doc, pngs))
+    return doc
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = cfgmod.build_parser().parse_args(argv)
+    except SystemExit as e:  # argparse printed the bad option
+        return int(e.code or 0)
+    log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+    t0 = time.monotonic()
+    try:
+        conf = cfgmod.load(args)
+        why = check_writable(conf.report)
+        if why:
+            raise cfgmod.UsageError(f"{conf.sources['report']}: report folder: {why}")
+        ctx = prepare(conf, log)
+    except (cfgmod.UsageError, SubjectUsageError) as e:
+        print(f"kvwindow gate: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except (GateFault, Unavailable) as e:
+        print(f"kvwindow gate: harness fault: {e}", file=sys.stderr)
+        return EXIT["fault"]
+    steps, faults = run_steps(ctx)
+    try:
+        doc = write_reports(ctx, steps, faults, time.monotonic() - t0)
+    except OSError as e:
+        print(f"kvwindow gate: harness fault: cannot write the report into {conf.report}: {e}", file=sys.stderr)
+        return EXIT["fault"]
+    print(f"kvwindow gate: {doc['verdict'].upper()} in {doc['runtime_s']:.1f} s -> {conf.report / 'report.html'}")
+    for s in doc["steps"]:
+        print(f"  {s['number']}. {s['title']:<28} {LABEL[s['verdict']]:<5} {s['summary'][:150]}")
+    return int(doc["exit"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
