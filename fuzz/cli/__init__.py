@@ -1,4 +1,4 @@
-"""``kvwindow`` — the command line: fuzz | replay | seeds | mutants | bench | prove.
+"""``kvwindow`` — the command line: fuzz | replay | seeds | mutants | bench | gate | prove.
 
 Exit codes (DESIGN §4):
   0    nothing failed
