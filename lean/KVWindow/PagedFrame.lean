@@ -211,7 +211,7 @@ theorem wf_release {α : Type} (N : Nat) (P P1 : Pool α) (b : Nat) (hwf : PoolW
       unfold RefsOK at hrefs ⊢
       exact hrefs
     rw [pushIfUnref_of_zero P1 b h0]
-    exact poolWF_intro N _ hnd1 hfnd1 hiff hrefs1
+    exact poolWF_intro N { P1 with free := P1.free ++ [b] } hnd1 hfnd1 hiff hrefs1
   · have hfnd1 : NoDupL P1.free := by rw [hfree]; exact hfnd
     have hiff : ∀ d, InL d P1.free ↔ (d < N ∧ refcount P1 d = 0) := by
       intro d

@@ -241,7 +241,8 @@ theorem wf_take {α : Type} (N : Nat) (P : Pool α) (s j c : Nat) (rest : List N
     · have e1 : upd P.table s (setExt (P.table s) j (some c)) t = P.table t :=
         upd_ne P.table s (setExt (P.table s) j (some c)) t hts
       exact refsOK_at N P hrefs t k b ht' ((congrArg (fun l => getSlot l k) e1).symm.trans hk)
-  exact poolWF_intro N _ h1 hfnd2.2 h3 h4
+  exact poolWF_intro N { P with free := rest, table := upd P.table s (setExt (P.table s) j (some c)),
+      mem := m } h1 hfnd2.2 h3 h4
 
 /-! ## The three cases of `placeWith` -/
 
