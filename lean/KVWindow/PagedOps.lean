@@ -351,7 +351,7 @@ theorem holds_freeSeq {α : Type} (W B N : Nat) (P P' : Pool α) (H : Nat → Li
       have ht1 : InL t (dropAll P s (P.table s)).live := by
         rw [d2]
         exact ((hmemb t).1 ht).1
-      exact refsOK_at N _ hrefs t j b ht1 hb
+      exact refsOK_at N (dropAll P s (P.table s)) hrefs t j b ht1 hb
     refine ⟨poolHolds_intro W B N (unlive (dropAll P s (P.table s)) s) (upd H s [])
       (poolWF_intro N (unlive (dropAll P s (P.table s)) s) h1 hfnd h3 h4)
       (fun t ht => ?_), fun t ht hts => (hmemb t).2 ⟨ht, hts⟩⟩

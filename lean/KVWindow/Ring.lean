@@ -413,7 +413,8 @@ theorem empty_wf {α : Type} (w : Nat) (hw : 0 < w) : (Ring.empty w : Ring α).W
   have eh : (Ring.empty w : Ring α).head = 0 := rfl
   have es : (Ring.empty w : Ring α).size = 0 := rfl
   have er : (Ring.empty w : Ring α).reads = ([] : List α).map some := rfl
-  exact wf_intro _ (by omega) (by omega) (by omega) (by omega) (fun _ => eh) [] er
+  exact wf_intro (Ring.empty w : Ring α) (by omega) (by omega) (by omega) (by omega)
+    (fun _ => eh) [] er
 
 theorem empty_toList {α : Type} (w : Nat) : (Ring.empty w : Ring α).toList = [] := rfl
 
