@@ -113,13 +113,18 @@ def _halt(camp: Campaign, one_off: bool = False) -> bool:
 
 
 def _loop(camp: Campaign, phases: list[HypothesisPhase]) -> None:
-    """Batches of the repeating phases, each time the one furthest below its budget share."""
+    """Batches of the repeating phases, each time the one furthest below its budget share (of the time, or of
+    ``max_examples`` when the campaign counts examples)."""
+    def used(q: HypothesisPhase) -> float:
+        if camp.max_examples is not None:
+            return camp.phase_record(q.name)["examples"] / q.share
+        return q.seconds / q.share
+
     while not _halt(camp):
         live = [p for p in phases if p.exhausted is None]
         if not live:
             return
-        p = min(live, key=lambda q: q.seconds / q.share)
-        p.run_batch(camp)
+        min(live, key=used).run_batch(camp)
 
 
 def _finish(camp: Campaign) -> TargetResult:

@@ -67,6 +67,11 @@ THEOREMS: dict[str, str] = {
     "index_run_correct": "a stream through the shipped ring = lastWindow (garbage never read)",
     "index_slot_eq_pos_mod": "slot rkv_slot p w holds the entry of position p",
     "index_slot_pos_correct": "rkv_slot_pos names the position a valid slot holds",
+    "paged_read_window": "a paged pool: every live sequence reads lastWindow (W-1) of its history, after any ops",
+    "paged_free_safe": "the freeing rule never frees a block holding a position a future query needs",
+    "paged_independent": "an op on one sequence never changes what another reads",
+    "paged_refcount": "a block is on the free list iff no table references it; refcounts count references",
+    "paged_hit_valid": "a prefix hit of length L is usable iff the blocks of max(0, L-W+1) .. L-1 hold the prompt",
 }
 
 INSTALL_HELP = """\

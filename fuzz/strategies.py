@@ -172,16 +172,17 @@ def instance_cases(draw, window_max: int = 16, max_ops: int = 32, max_tokens: in
                    dtypes: tuple[str, ...] = (), multiple: int = 1) -> Case:
     """A case that drives 2 or 3 live instances of one target, ops interleaved: each op first draws the
     instance it goes to (Hypothesis shrinks that toward instance 0, so a case whose bug needs only one
-    instance shrinks to one stream), then an op for that instance's current window. An instance shares
-    instance 0's window half the time and its width half the time: state shared between instances of
-    one configuration (a buffer per window, a slab per width) shows only then."""
+    instance shrinks to one stream), then an op for that instance's current window. State shared between
+    instances of one configuration (a buffer per window, a slab per width) shows only when two instances
+    share it, so an instance takes instance 0's window two times in three and its width two times in three."""
     n = draw(_integers(2, 3))
     w0 = draw(windows(window_max))
     pw, dt = draw(payload_dims(width, drawn_width, tuple(dtypes), multiple))
     instances = []
     for _ in range(n - 1):
-        wk = draw(st.one_of(st.just(w0), windows(window_max)))
-        own = None if width is not None or not drawn_width else draw(st.one_of(st.none(), widths_of(multiple)))
+        wk = draw(st.one_of(st.just(w0), st.just(w0), windows(window_max)))
+        own = None if width is not None or not drawn_width else \
+            draw(st.one_of(st.none(), st.none(), widths_of(multiple)))
         instances.append(Instance(wk, own))
     current = [w0] + [inst.window for inst in instances]
     ops: list[Op] = []

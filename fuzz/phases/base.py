@@ -101,7 +101,8 @@ class HypothesisPhase(Phase):
             return
         began = time.monotonic()
         left = None if camp.max_examples is None else camp.max_examples - camp.res.examples
-        n = BATCH if left is None else max(1, min(BATCH, left))
+        # Under max_examples a batch is at most this phase's share of them, so every repeating phase runs.
+        n = BATCH if left is None else max(1, min(BATCH, left, round(self.share * camp.max_examples)))
         strat = self.strategy(camp)
 
         def test(case):
