@@ -239,6 +239,25 @@ def window_tours(window_max: int = 16, max_tokens: int | None = None) -> list[Ca
     return tours
 
 
+def instance_tours(window_max: int = 16, max_tokens: int | None = None) -> list[Case]:
+    """Two explicit cases for a target driven as live instances: two instances of one window and width whose
+    pushes and chunks alternate (a buffer or slab per configuration shows at the second push), and three of
+    mixed windows and widths (state sized by the first instance shows on the others)."""
+    w = min(3, window_max)
+    same = Case(w, (Push(), at(1, Push()), Push(), at(1, Chunk(w + 1)), Chunk(2), at(1, Push()), Reset(w),
+                    at(1, Push()), Push()), instances=(Instance(w),))
+    wide = min(5, window_max)
+    mixed = Case(2 if window_max >= 2 else 1, (Chunk(3), at(1, Push()), at(2, Chunk(4)), Push(), at(1, Chunk(2)),
+                                               at(2, Push()), Push()),
+                 instances=(Instance(wide, 8), Instance(2 if window_max >= 2 else 1, 1)))
+    out = []
+    for c in (same, mixed):
+        if max_tokens is not None and c.tokens > max_tokens:
+            continue
+        out.append(c)
+    return out
+
+
 def error_tour(kinds: tuple[str, ...], window_max: int = 16) -> Case:
     """Every bad call of ``kinds`` (a target's error contract, :mod:`fuzz.targets.ring_errors`), sent
     on an empty stream, a partly filled one, a full one after the first eviction, after a chunk

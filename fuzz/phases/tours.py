@@ -18,10 +18,15 @@ from typing import Optional
 from fuzz.ops import Case, Chunk, Push
 from fuzz.phases.base import ExplicitPhase
 from fuzz.phases.context import Campaign
-from fuzz.strategies import error_tour, long_tour, window_tours
+from fuzz.strategies import error_tour, instance_tours, long_tour, window_tours
 
 #: How a campaign's warnings say the long tour did not run (:mod:`fuzz.bench.throughput` reads it).
 LONG_TOUR_SKIPPED = "long tour skipped"
+
+
+def _multiple(width: int, target) -> int:
+    m = getattr(target, "width_multiple", 1)
+    return -(-width // m) * m
 
 
 def _payload(camp: Campaign, case: Case) -> Case:
@@ -33,14 +38,32 @@ def _payload(camp: Campaign, case: Case) -> Case:
     return case
 
 
+#: The payload widths the window tours take in turn where the width is drawn (the first at the target's
+#: default): one below 4, one past it, a real head size — so a width baked into a cache dies in a tour.
+TOUR_WIDTHS = (None, 1, 5, 64)
+
+
 class BoundaryTours(ExplicitPhase):
+    """The window tours — each at its own payload width and dtype where the target draws them — and, for a
+    target driven as several live instances, the instance tours (:func:`fuzz.strategies.instance_tours`)."""
+
     name = "tours"
 
     def not_applicable(self, camp: Campaign) -> Optional[str]:
         return "the uniform tester has no boundary tours" if camp.config.tester == "uniform" else None
 
     def cases(self, camp: Campaign) -> list[Case]:
-        return [_payload(camp, c) for c in window_tours(camp.window_max, camp.target.max_tokens)]
+        t, cfg = camp.target, camp.config
+        tours = []
+        for i, c in enumerate(window_tours(camp.window_max, t.max_tokens)):
+            if t.widths and cfg.width is None and TOUR_WIDTHS[i % len(TOUR_WIDTHS)] is not None:
+                c = c.replace(width=_multiple(TOUR_WIDTHS[i % len(TOUR_WIDTHS)], t))
+            if cfg.dtype is None and len(t.dtypes) > 1:
+                c = c.replace(dtype=t.dtypes[i % len(t.dtypes)])
+            tours.append(_payload(camp, c))
+        if t.instances:
+            tours += [_payload(camp, c) for c in instance_tours(camp.window_max, t.max_tokens)]
+        return tours
 
 
 class ErrorTour(ExplicitPhase):

@@ -26,7 +26,7 @@ from fuzz.ops import Case
 from fuzz.targets import registry
 from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats, Target
 from fuzz.targets.supervisor import (  # noqa: F401 - re-exported: where tests and the bench look for them
-    NATIVE_BUILTINS, Supervisor, describe_death, is_native, sanitizer_environment, sanitizer_report,
+    NATIVE_BUILTINS, Supervisor, describe_death, is_native, runner_key, sanitizer_environment, sanitizer_report,
 )
 
 
@@ -93,8 +93,12 @@ class IsolatedTarget(Target):
     def configured(self, config: Any) -> "IsolatedTarget":
         """A view of the same child whose runners run ``target.configured(config)``; its attributes are
         that configured target's (a runner is forked now to read them)."""
-        if config == self.config:
-            return self
+        if runner_key(config) == runner_key(self.config):
+            if config == self.config:
+                return self
+            same = copy.copy(self)  # the same runner serves it: no fork, no hello
+            same.config = config
+            return same
         other = copy.copy(self)
         other.config = config
         other._stand_in(self._child.hello(config))

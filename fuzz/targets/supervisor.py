@@ -89,6 +89,14 @@ def sanitizer_report(text: str, lines: int = 4) -> str | None:
     return None
 
 
+def runner_key(config: CampaignConfig | None) -> tuple:
+    """What of a campaign's configuration a runner's target is configured with (``Target.configured`` reads
+    only these): two configurations with the same key share a runner, so a new campaign seed does not fork one."""
+    if config is None:  # the target as built: what a default configuration gives
+        return (None, None, False)
+    return (config.width, config.dtype, config.skip_known)
+
+
 @dataclass
 class _Runner:
     pid: int
@@ -290,7 +298,8 @@ class Supervisor:
 
     # -- one request ------------------------------------------------------
     def _live_runner(self, config: CampaignConfig | None) -> _Runner:
-        if self._runner is not None and ((self.fresh and self._runner.used) or self._runner.config != config):
+        if self._runner is not None and ((self.fresh and self._runner.used)
+                                         or runner_key(self._runner.config) != runner_key(config)):
             self._drop_runner()
         if self._runner is None:
             hello = self._fork(config)
