@@ -13,7 +13,8 @@ tenth of that and idled, every ``hf:<model_type>`` target ran 15–40 examples a
    with ``once=False``); the example database carries what round 1 found.
 
 A target that found something, hit a harness fault or was interrupted gets no second round. A target
-that does not reach its goal says why in the summary (:func:`goal_note`).
+that does not reach its goal says why in the summary (:func:`goal_note`). Targets are built before the
+clock starts: the budget is fuzzing time, not the seconds it takes to import transformers.
 """
 
 from __future__ import annotations
@@ -67,13 +68,12 @@ def run_targets(config: CampaignConfig, get_target: Callable[[str], Target], *, 
     from fuzz.targets.isolated import close
 
     specs = list(config.targets)
-    start = time.monotonic()
-    hard = start + config.seconds + slack(config.seconds)
-    goal = math.ceil(GOAL_EXAMPLES / max(1, config.replicas)) if len(specs) > 1 or config.replicas < config.workers \
-        else None
     warnings = getattr(database, "warnings", [])
     results: dict[str, TargetResult] = {}
     built: dict[str, Target] = {}
+    clock = {"start": time.monotonic()}
+    goal = math.ceil(GOAL_EXAMPLES / max(1, config.replicas)) if len(specs) > 1 or config.replicas < config.workers \
+        else None
 
     def publish_with_warnings(r: TargetResult) -> None:
         if warnings:
@@ -81,11 +81,11 @@ def run_targets(config: CampaignConfig, get_target: Callable[[str], Target], *, 
         publish(r)
 
     def left() -> float:
-        return config.seconds - (time.monotonic() - start)
+        return config.seconds - (time.monotonic() - clock["start"])
 
     def target_for(spec: str) -> Target:
         if spec not in built:
-            built[spec] = get_target(spec)  # building a model target can take seconds: shares are taken after it
+            built[spec] = get_target(spec)
         return built[spec]
 
     def release(spec: str) -> None:
@@ -93,12 +93,19 @@ def run_targets(config: CampaignConfig, get_target: Callable[[str], Target], *, 
             close(built.pop(spec))
 
     try:
-        # Round 1, cheapest kind first (a target is built to learn its kind only when it is its turn:
-        # the order of the kinds is known from the names the registry lists, so build lazily per kind).
+        # Every target is built before the clock starts: importing transformers and building tiny models takes
+        # seconds, and that is not fuzzing (a budget that paid for it left the model targets nothing).
+        for spec in specs:
+            if stop():
+                break
+            built[spec] = get_target(spec)
+        clock["start"] = time.monotonic()
+        hard = clock["start"] + config.seconds + slack(config.seconds)
+        # Round 1, cheapest kind first.
         order = sorted(range(len(specs)), key=lambda i: (_kind_rank(specs[i]), i))
         for n, i in enumerate(order):
             spec = specs[i]
-            if stop():
+            if stop() or spec not in built:
                 break
             target = target_for(spec)
             now = time.monotonic()

@@ -109,14 +109,18 @@ def isolation(args) -> dict:
             "op_memory": None if not args.op_memory else args.op_memory, "sanitize": args.sanitize}
 
 
-def resolve_all(names, config: CampaignConfig) -> list:
-    """Every target (isolated as ``config`` says), or :class:`TargetError` with none left running."""
+def resolve_all(names, config: CampaignConfig, prebuilt: dict | None = None) -> list:
+    """Every target (isolated as ``config`` says), or :class:`TargetError` with none left running; a target
+    in ``prebuilt`` (built already, e.g. by the default campaign's listing) is used as it is unless isolated."""
     from fuzz.targets import isolated
 
     built = []
+    prebuilt = prebuilt or {}
     try:
         for n in names:
-            built.append(isolated.resolve(n, config))
+            ready = prebuilt.get(n)
+            built.append(ready if ready is not None and not isolated.should_isolate(n, config)
+                         else isolated.resolve(n, config))
     except BaseException:
         for t in built:
             isolated.close(t)

@@ -64,7 +64,8 @@ def cmd_fuzz(args) -> int:
     from fuzz.targets import isolated
 
     check_fuzz_flags(args)
-    names = tuple(dict.fromkeys(args.target or registry.default_targets()))
+    listed: dict = {}  # the default campaign's targets, built once while listing them
+    names = tuple(dict.fromkeys(args.target or registry.default_targets(listed)))
     if not names:
         raise UsageError("no target is available here (see kvwindow fuzz --list-targets)")
     seeds_dir = seed_dir(args)
@@ -85,17 +86,21 @@ def cmd_fuzz(args) -> int:
         raise UsageError(str(e)) from e
     for d in {seeds_dir, Path(args.report).parent if args.report else seeds_dir}:
         seedstore.clean_stale_temps(d)
-    targets = resolve_all(names, config)  # bad targets fail here, before anything runs
+    if config.workers > 1 and not args.target:
+        targets = []  # listed and probed just now; every worker builds its own (nothing to check twice)
+    else:
+        targets = resolve_all(names, config, listed)  # bad targets fail here, before anything runs
+    shown = [t.name for t in targets] or list(names)
     console = make_console()
     display = make_display(console, plain=True if args.plain else None)
     started = time.time()
-    header = (f"kvwindow fuzz: {len(targets)} target(s) for {config.seconds:g}s, {config.workers} worker(s), "
+    header = (f"kvwindow fuzz: {len(shown)} target(s) for {config.seconds:g}s, {config.workers} worker(s), "
               f"db {config.db}, seed {config.campaign_seed}")
     pids, errors = [os.getpid()], []
     stop = workers.StopRequest()
     with stop:  # from here on a signal only asks to stop: the summary, the seeds and the report still get written
         try:
-            display.start([t.name for t in targets], header)
+            display.start(shown, header)
             if config.workers == 1:
                 results, interrupted = workers.run_in_process(config, targets, database=database,
                                                               on_update=display.update, stop=stop)
@@ -108,8 +113,7 @@ def cmd_fuzz(args) -> int:
             display.stop()
             for t in targets:
                 isolated.close(t)
-        return finish(args, config, console, results, interrupted, pids, errors, started,
-                       [t.name for t in targets], stop.signum)
+        return finish(args, config, console, results, interrupted, pids, errors, started, shown, stop.signum)
 
 
 def finish(args, config: CampaignConfig, console, results, interrupted: bool, pids: list[int], errors: list[str],

@@ -119,18 +119,22 @@ def listed_names() -> list[tuple[str, bool]]:
     return out
 
 
-def list_targets() -> list[TargetInfo]:
-    """Every built-in target and every member of a listed family, whether it runs here, and why not."""
+def list_targets(keep: dict[str, Target] | None = None) -> list[TargetInfo]:
+    """Every built-in target and every member of a listed family, whether it runs here, and why not; the
+    targets built to find out go into ``keep`` (name -> target) when it is given, so a caller that runs them
+    next does not build them twice."""
     out = []
     for name, cpu in listed_names():
         try:
             target, why = probe(name)
         except Exception as e:  # noqa: BLE001 - a broken factory disables its own target only
             target, why = None, f"{type(e).__name__}: {e}"
+        if target is not None and keep is not None:
+            keep[name] = target
         out.append(TargetInfo(name, target is not None, why or "ok", cpu))
     return out
 
 
-def default_targets() -> list[str]:
-    """The default campaign: every CPU target that runs on this machine."""
-    return [t.name for t in list_targets() if t.available and t.cpu]
+def default_targets(keep: dict[str, Target] | None = None) -> list[str]:
+    """The default campaign: every CPU target that runs on this machine (built into ``keep``, if given)."""
+    return [t.name for t in list_targets(keep) if t.available and t.cpu]
