@@ -1,0 +1,221 @@
+"""``mlx:rotating``, ``mlx:batch-rotating`` and ``mlx:<model_type>``: mlx-lm's rotating KV caches driven as
+its model files drive them (:mod:`impl.engines.mlx`), held to the float64 spec-mask reference.
+
+Per stream of a case (payloads from the case, :mod:`.streams`; one call per op: the first is the
+prompt, a later ``Chunk(n)`` a multi-token step — a chunked-prefill continuation or a speculative verify
+step — which after the ring wrapped takes ``update_and_fetch``'s concatenating path):
+
+``mlx:rotating`` (``RotatingKVCache(max_size=W)``, mask ``window_size=W``):
+
+* **window** — ``keep=0``: a sliding layer (``Model.make_cache``);
+* **sinks** — ``keep = 1 + seed % min(4, W - 1)`` (W >= 2), no mask window: ``make_prompt_cache``'s
+  ``max_kv_size`` cache; the spec is ``sinkWindow keep W``;
+* **wide** — ``max_size = W + 1 + seed % 3`` with ``window_size = W``: the mask alone keeps the window.
+
+After every call the cache's keys in temporal order must contain the spec's window as a run ending at
+the newest position (the cache may keep more: ``max_size - 1 + N`` after an N-token step).
+
+``mlx:batch-rotating`` (``BatchRotatingKVCache(max_size=W, ...)``), two rows, row 1 its own stream:
+
+* **left-padded** — row 1 ``d = 1 + seed % 3`` tokens shorter in the prompt, behind ``d`` pad columns
+  (``left_padding=[0, d]``);
+* **right-padded** — where the release has ``prepare``/``finalize``: the stream's leading chunks are the
+  prompt, row 1's last ``d`` prompt slots are padding (``prepare(lengths=, right_padding=)``, as
+  ``BatchGenerator.prompt`` does), ``finalize()`` after it.
+
+Each row's contents (``extract(row)``, where the release has it) must contain the spec's window.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fuzz.ops import Case, Chunk
+from fuzz.targets.base import RunStats, TargetError
+from fuzz.targets.engines import streams as S
+from fuzz.targets.engines.base import EngineTarget, probe_once
+from fuzz.targets.known import Finding, case_stats
+
+#: mlx's CPU sdpa in float32 against float64.
+ATOL, RTOL = 2e-5, 2e-4
+KINDS = ("rotating", "batch-rotating")
+_PROBES: dict = {}
+
+#: Written-up divergences (docs/findings/<id>.md); filled from scripts/engine_matrix.sh mlx.
+FINDINGS: tuple[Finding, ...] = ()
+
+
+class MlxTarget(EngineTarget):
+    kind = "model"
+    distribution, package = "mlx-lm", "mlx_lm"
+    window_max = 32
+    max_tokens = 96
+    findings = FINDINGS
+
+    def __init__(self, kind: str, *, strict: bool = False):
+        from impl.engines import mlx
+
+        self.mlx = mlx
+        self.features = mlx.features()
+        self.release = self.features.release
+        self.finding_kind = self.name = f"mlx:{kind}"
+        self.strict = strict
+
+    def tolerances(self) -> dict[str, dict[str, float]]:
+        return {"attention": {"atol": ATOL, "rtol": RTOL}}
+
+    def versions(self) -> dict[str, str]:
+        return {**super().versions(), "mlx": self.features.mlx}
+
+    def from_engine(self, error: BaseException) -> bool:
+        if super().from_engine(error):
+            return True
+        import mlx.core as mx  # mlx's own Python files raise too (mlx, not mlx_lm)
+        import os
+
+        from fuzz.targets.known import raised_inside, repo_root
+
+        root = os.path.dirname(os.path.dirname(os.path.abspath(mx.__file__ or "")))
+        return raised_inside(error, root, repo_root())
+
+    def run_case(self, case: Case) -> RunStats:
+        seed = S.case_seed(case)
+        for si, (w, ops) in enumerate(case.streams()):
+            calls = S.calls(ops)
+            if not calls:
+                continue
+            total = calls[-1].end
+            rows = [S.payload(S.case_seed(case, f"{si}/row{r}"), total, self.mlx.HEADS, self.mlx.KV_HEADS, self.mlx.DIM)
+                    for r in (0, 1)]
+            self.views(w, calls, rows, seed, ops)
+        return case_stats(case)
+
+    def views(self, w, calls, rows, seed, ops) -> None:
+        raise NotImplementedError
+
+    def _drive(self, stepper, calls, p, ref, view: str, contents: bool = True) -> None:
+        for c in calls:
+            with self.calling(f"RotatingKVCache ({view})", c.index, c.op):
+                out = stepper.step(p.q[None, c.start:c.end], p.k[None, c.start:c.end], p.v[None, c.start:c.end])
+            S.compare(self.name, c, out[0], ref.rows(c), ATOL, RTOL, view)
+            if contents:
+                with self.calling(f"RotatingKVCache contents ({view})", c.index, c.op):
+                    keys = self.mlx.temporal_keys(stepper.cache)
+                S.check_holds(self.name, c, S.positions_of(keys, p.k), ref, view)
+
+
+class RotatingTarget(MlxTarget):
+    def views(self, w, calls, rows, seed, ops) -> None:
+        m, p = self.mlx, rows[0]
+        self._drive(m.rotating(w), calls, p, S.Reference(p, w), "window")
+        if w >= 2:
+            keep = 1 + seed % min(4, w - 1)
+            self._drive(m.rotating(w, keep=keep, masked=False), calls, p, S.Reference(p, w, sinks=keep),
+                        f"sinks keep={keep}")
+        extra = 1 + seed % 3
+        self._drive(m.rotating(w, extra=extra), calls, p, S.Reference(p, w), f"wide max_size=W+{extra}")
+
+
+class BatchRotatingTarget(MlxTarget):
+    def views(self, w, calls, rows, seed, ops) -> None:
+        d = 1 + seed % 3
+        short = min(d, calls[0].n - 1)
+        if short <= 0:
+            return  # a one-token prompt leaves nothing to pad (mlx:rotating covers the single row)
+        refs = [S.Reference(rows[0], w),
+                S.Reference(S.Payload(*(x[:calls[-1].end - short] for x in (rows[1].q, rows[1].k, rows[1].v))), w)]
+        self._left(w, calls, rows, refs, short)
+        if self.features.right_padding:
+            self._right(w, calls, rows, refs, short)
+
+    def _rows_step(self, stepper, c, rows, starts, ns, offsets, view):
+        """One batch call: row ``r`` feeds ``ns[r]`` tokens from ``starts[r]``, placed at column ``offsets[r]``."""
+        m = self.mlx
+        q = np.zeros((2, c.n, m.HEADS, m.DIM), np.float32)
+        k = np.zeros((2, c.n, m.KV_HEADS, m.DIM), np.float32)
+        v = np.zeros_like(k)
+        for r in (0, 1):
+            a, n, o = starts[r], ns[r], offsets[r]
+            q[r, o:o + n], k[r, o:o + n], v[r, o:o + n] = rows[r].q[a:a + n], rows[r].k[a:a + n], rows[r].v[a:a + n]
+        with self.calling(f"BatchRotatingKVCache ({view})", c.index, c.op):
+            return stepper.step(q, k, v)
+
+    def _contents(self, stepper, c, rows, refs, lens, view):
+        if not self.features.extract:
+            return
+        for r in (0, 1):
+            with self.calling(f"BatchRotatingKVCache.extract ({view})", c.index, c.op):
+                keys = self.mlx.batch_row_keys(stepper.cache, r)
+            S.check_holds(self.name, S.Call(c.index, c.op, 0, lens[r]), S.positions_of(keys, rows[r].k), refs[r],
+                          view, row=r)
+
+    def _left(self, w, calls, rows, refs, short):
+        view = f"left-padded d={short}"
+        st = self.mlx.batch_rotating(w, [0, short])
+        lens = [0, 0]
+        for ci, c in enumerate(calls):
+            pad = short if ci == 0 else 0
+            ns = [c.n, c.n - pad]
+            out = self._rows_step(st, c, rows, lens, ns, [0, pad], view)
+            S.compare(self.name, c, out[0], refs[0].rows(c), ATOL, RTOL, view, row=0)
+            S.compare(self.name, c, out[1, pad:], refs[1].rows(S.Call(c.index, c.op, lens[1], ns[1])), ATOL, RTOL,
+                      view, row=1)
+            lens = [lens[0] + ns[0], lens[1] + ns[1]]
+            self._contents(st, c, rows, refs, lens, view)
+
+    def _right(self, w, calls, rows, refs, short):
+        view = f"right-padded d={short}"
+        prompt = 0  # the stream's leading chunks (at least the first call) are the prompt
+        while prompt < len(calls) and (prompt == 0 or isinstance(calls[prompt].op, Chunk)):
+            prompt += 1
+        plen = calls[prompt - 1].end
+        if plen - short < 1:
+            return
+        st = self.mlx.batch_rotating(w, [0, 0])
+        with self.calling("BatchRotatingKVCache.prepare", calls[0].index, calls[0].op):
+            st.cache.prepare(lengths=[plen, plen - short], right_padding=[0, short])
+        lens = [0, 0]
+        for ci, c in enumerate(calls):
+            if ci < prompt:
+                n1 = max(0, min(c.n, plen - short - lens[1]))  # row 1's valid slots come first, padding after
+            else:
+                n1 = c.n
+            ns = [c.n, n1]
+            out = self._rows_step(st, c, rows, lens, ns, [0, 0], view)
+            S.compare(self.name, c, out[0], refs[0].rows(c), ATOL, RTOL, view, row=0)
+            if n1:
+                S.compare(self.name, c, out[1, :n1], refs[1].rows(S.Call(c.index, c.op, lens[1], n1)), ATOL, RTOL,
+                          view, row=1)
+            lens = [lens[0] + ns[0], lens[1] + ns[1]]
+            if ci == prompt - 1:
+                with self.calling("BatchRotatingKVCache.finalize", c.index, c.op):
+                    st.cache.finalize()
+            if ci >= prompt - 1:
+                self._contents(st, c, rows, refs, lens, view)
+
+
+def make(rest: str, *, strict: bool = False):
+    """``mlx:rotating`` / ``mlx:batch-rotating`` / ``mlx:<model_type>`` (:mod:`.mlx_models`)."""
+    from impl.engines import mlx
+
+    probe_once(_PROBES, "mlx", mlx.probe)
+    if rest == "rotating":
+        return RotatingTarget(rest, strict=strict)
+    if rest == "batch-rotating":
+        if not mlx.features().batch:
+            from impl.engines import EngineIncompatible
+
+            raise EngineIncompatible("mlx-lm", mlx.features().release, "BatchRotatingKVCache", "no such class")
+        return BatchRotatingTarget(rest, strict=strict)
+    from fuzz.targets.engines import mlx_models
+
+    if rest in mlx_models.MODEL_TYPES:
+        return mlx_models.make(rest, strict=strict)
+    raise TargetError(f"unknown mlx-lm target 'mlx:{rest}'; known: "
+                      + ", ".join(f"mlx:{k}" for k in KINDS + tuple(mlx_models.MODEL_TYPES)))
+
+
+def instances() -> list[str]:
+    from fuzz.targets.engines import mlx_models
+
+    return [f"mlx:{k}" for k in KINDS + tuple(mlx_models.MODEL_TYPES)]
