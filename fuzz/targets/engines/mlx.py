@@ -41,8 +41,39 @@ ATOL, RTOL = 2e-5, 2e-4
 KINDS = ("rotating", "batch-rotating")
 _PROBES: dict = {}
 
-#: Written-up divergences (docs/findings/<id>.md); filled from scripts/engine_matrix.sh mlx.
-FINDINGS: tuple[Finding, ...] = ()
+
+
+def _sink_chunk_past_window(case: Case) -> bool:
+    """A stream with W >= 2 (the sinks view runs) and a multi-token call reaching position W or later."""
+    return any(w >= 2 and any(c.n >= 2 and c.end > w for c in S.calls(ops)) for w, ops in case.streams())
+
+
+def _one_token_prompt_chunk(case: Case) -> bool:
+    """A stream whose right-padded prompt (a first call of >= 2 tokens, the chunks after it) has a 1-token chunk."""
+    for _, ops in case.streams():
+        calls = S.calls(ops)
+        if not calls or calls[0].n < 2:
+            continue
+        for c in calls[1:]:
+            if not isinstance(c.op, Chunk):
+                break
+            if c.n == 1:
+                return True
+    return False
+
+
+#: Written-up divergences (docs/findings/<id>.md), releases from scripts/engine_matrix.sh mlx.
+FINDINGS: tuple[Finding, ...] = (
+    Finding("mlx-rotating-keep-chunk-mask", frozenset({"mlx:rotating"}), ("0.32",), ("0.32.2",),
+            _sink_chunk_past_window, "a multi-token step reaching position W with keep > 0 (the sinks view)",
+            failure=lambda e: "[sinks" in str(e), upstream="https://github.com/ml-explore/mlx-lm/issues/1631"),
+    Finding("mlx-batch-rotating-one-token-prompt-chunk", frozenset({"mlx:batch-rotating"}), ("0.32",), ("0.32.2",),
+            _one_token_prompt_chunk, "a right-padded prompt processed in chunks, one of them a single token",
+            failure=lambda e: "finalize()" in str(e)),
+)
+#: A case that reproduces each finding (tests/test_engine_mlx.py, the notes' repro).
+REPRO = {"mlx-rotating-keep-chunk-mask": (3, "chunk:5"),
+         "mlx-batch-rotating-one-token-prompt-chunk": (3, "chunk:4 chunk:1 push")}
 
 
 class MlxTarget(EngineTarget):
@@ -146,8 +177,10 @@ class BatchRotatingTarget(MlxTarget):
         for r in (0, 1):
             with self.calling(f"BatchRotatingKVCache.extract ({view})", c.index, c.op):
                 keys = self.mlx.batch_row_keys(stepper.cache, r)
+            # extract() of a row whose right padding finalize() rolled in front keeps that pad row (its
+            # left_padding went negative); no mask ever reads it, so only the window itself is checked.
             S.check_holds(self.name, S.Call(c.index, c.op, 0, lens[r]), S.positions_of(keys, rows[r].k), refs[r],
-                          view, row=r)
+                          view, row=r, stale_ok=True)
 
     def _left(self, w, calls, rows, refs, short):
         view = f"left-padded d={short}"
