@@ -70,3 +70,20 @@ def test_listed_and_in_the_default_campaign(monkeypatch):
     monkeypatch.setattr(registry, "BUILTIN", {})
     monkeypatch.setattr(registry, "LISTED", {"mlx:": registry.LISTED["mlx:"]})
     assert "mlx:rotating" in registry.default_targets()
+
+
+@pytest.mark.parametrize("model_type", ["llama", "mistral"])
+def test_model_targets_hold_logits_to_the_reference(model_type):
+    target, why = registry.probe(f"mlx:{model_type}")
+    if target is None:
+        pytest.skip(why)
+    target.strict = True
+    target.run(Case.parse(3, "chunk:2 push"))  # within the window every model agrees with the reference
+    case = Case.parse(3, "chunk:6 push chunk:2 push")
+    if target.findings_here():  # mistral: mlx-lm ignores the config's sliding_window (docs/findings)
+        with pytest.raises(Mismatch, match="logits"):
+            target.run(case)
+        target.strict = False
+        assert target.run(case).known == {"mlx-window-ignored": True}
+    else:
+        target.run(case)

@@ -104,13 +104,14 @@ class Reference:
         return spec.last_window(self.window - 1, hist)
 
 
-def compare(target: str, call: Call, got, want, atol: float, rtol: float, view: str, row: Optional[int] = None):
+def compare(target: str, call: Call, got, want, atol: float, rtol: float, view: str, row: Optional[int] = None,
+            what: str = "attention output"):
     """Raise a :class:`Mismatch` at ``call``'s op when ``got`` is not within tolerance of ``want``."""
     why = close_enough(got, want, atol, rtol)
     if why is not None:
         where = f"{view}" + (f", batch row {row}" if row is not None else "")
         raise Mismatch(target, call.index, call.op,
-                       f"[{where}] attention output for positions {call.start}..{call.end - 1}: {why}")
+                       f"[{where}] {what} for positions {call.start}..{call.end - 1}: {why}")
 
 
 def positions_of(keys: np.ndarray, history: np.ndarray) -> list[Optional[int]]:
