@@ -186,7 +186,7 @@ class GqaTarget(OrtTarget):
                 out = buf.run(q, k, v, [x - 1 for x in new], max(new), [c.n, n1] if multi else None)
             for r, n in ((0, c.n), (1, n1)):
                 rc = S.Call(c.index, c.op, lens[r], n)
-                S.compare(self.name, c, out[r, :n], refs[r].rows(rc), ATOL, RTOL, f"batch d={short}", row=r)
+                S.compare(self.name, rc, out[r, :n], refs[r].rows(rc), ATOL, RTOL, f"batch d={short}", row=r)
             lens = new
 
 
