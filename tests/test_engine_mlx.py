@@ -87,3 +87,38 @@ def test_model_targets_hold_logits_to_the_reference(model_type):
         assert target.run(case).known == {"mlx-window-ignored": True}
     else:
         target.run(case)
+
+
+def test_wrapped_chunk_mask_names_row_1_and_its_own_positions():
+    target, why = registry.probe("mlx:batch-rotating")
+    if target is None:
+        pytest.skip(why)
+    if "mlx-batch-rotating-wrapped-chunk-mask" not in {f.id for f in target.findings_here()}:
+        pytest.skip(f"mlx-batch-rotating-wrapped-chunk-mask does not apply to mlx-lm {target.release}")
+    target.strict = True
+    # Row 0 feeds positions 4..5 at op #2; row 1 (two tokens shorter) feeds 2..3 and is the row that fails.
+    with pytest.raises(Mismatch, match=r"op #2 .*batch row 1\] attention output for positions 2\.\.3:"):
+        target.run(Case.parse(*T.REPRO["mlx-batch-rotating-wrapped-chunk-mask"]))
+
+
+def test_wrapped_chunk_predicate_covers_every_row_1_mismatch():
+    """Every row-1 mismatch of a small grid of cases is one the finding's predicate names (its failures
+    are explained, so a campaign reports them as the known finding), and the grid has such mismatches."""
+    import itertools
+
+    target, why = registry.probe("mlx:batch-rotating")
+    if target is None:
+        pytest.skip(why)
+    target.strict = True
+    seen = 0
+    for w, first in itertools.product((2, 3), ("chunk:3", "chunk:4")):
+        for rest in itertools.product(("push", "chunk:2"), repeat=3):
+            case = Case.parse(w, " ".join((first,) + rest))
+            try:
+                target.run(case)
+            except Mismatch as e:
+                assert "batch row 1]" in str(e), str(e)
+                assert T._chunk_after_wrap(case), (w, case.text, str(e))
+                seen += 1
+    if any(f.id == "mlx-batch-rotating-wrapped-chunk-mask" for f in target.findings_here()):
+        assert seen > 0

@@ -82,3 +82,29 @@ def test_unknown_member_is_a_usage_error():
 
     with pytest.raises(TargetError, match="ort:gqa"):
         registry.resolve("ort:nope")
+
+
+def test_a_row_1_mismatch_names_row_1_and_its_own_positions(monkeypatch):
+    """Row 1 of the padded batches is ``short`` tokens shorter: a wrong row-1 output is reported with row 1's
+    positions (not row 0's), so the message leads to the right query."""
+    from fuzz.targets.engines import streams as S
+
+    target, why = registry.probe("ort:attention")
+    if target is None:
+        pytest.skip(why)
+    target.strict = True
+    real = O.attention_past
+
+    def row1_off(sess, q, k, v, mask, pk, pv):
+        y, pk2, pv2 = real(sess, q, k, v, mask, pk, pv)
+        if q.shape[0] == 2:
+            y = y.copy()
+            y[1] += 1.0
+        return y, pk2, pv2
+
+    monkeypatch.setattr(O, "attention_past", row1_off)
+    case = Case.parse(3, "chunk:5 push")
+    short = min(1 + S.case_seed(case) % 3, 4)
+    with pytest.raises(Mismatch, match=rf"op #0 .*left-padded d={short}, batch row 1\] attention output for "
+                                       rf"positions 0\.\.{4 - short}:"):
+        target.run(case)

@@ -62,6 +62,48 @@ def _one_token_prompt_chunk(case: Case) -> bool:
     return False
 
 
+def _prompt_calls(calls) -> int:
+    """How many leading calls the right-padded view treats as the prompt: the first, and the chunks after it."""
+    n = 1
+    while n < len(calls) and isinstance(calls[n].op, Chunk):
+        n += 1
+    return n
+
+
+def _chunk_after_wrap(case: Case) -> bool:
+    """A multi-token call while the batch ring is wrapped part-way and still holds a pad column of row 1.
+
+    ``BatchRotatingKVCache`` is wrapped (``rotated``) from a single-token step that found the ring full (the
+    stream already had ``W`` tokens) until the next multi-token step; its write index is then ``k mod W``
+    after ``k`` such steps. ``make_mask(N > 1)`` computes the step's trim from that index, ``_update_concat``
+    from the ring's length (``W``): they differ unless ``k mod W == 0``, and the mask then hides the first
+    valid key of a row whose padding is still in the ring. Row 1 is ``d <= 3`` tokens shorter (``d`` comes
+    from the case's seed, which a prefix of the case does not share, so every ``d`` counts): its pad
+    columns are the first ``d`` columns (left-padded view) or, after ``finalize()``, the first ``d`` columns
+    of the buffer the prompt left (right-padded view)."""
+    for w, ops in case.streams():
+        calls = S.calls(ops)
+        if w < 2 or not calls or calls[0].n < 2:
+            continue  # W = 1 never wraps part-way; a one-token prompt makes no batch view
+        dmax = min(3, calls[0].n - 1)
+        prompt = _prompt_calls(calls)
+        kept = calls[0].n  # the buffer's length after the right-padded prompt (update_concat keeps W - 1 + N)
+        for c in calls[1:prompt]:
+            kept = min(kept, w - 1) + c.n
+        right_start = calls[prompt - 1].end - kept
+        k = 0
+        for ci, c in enumerate(calls[1:], 1):
+            if c.n == 1:
+                k += c.start >= w
+                continue
+            if k % w:
+                oldest = c.start - w  # the ring holds columns c.start - W .. c.start - 1
+                if oldest < dmax or (ci >= prompt and oldest < right_start + dmax):
+                    return True
+            k = 0
+    return False
+
+
 #: Written-up divergences (docs/findings/<id>.md), releases from scripts/engine_matrix.sh mlx.
 FINDINGS: tuple[Finding, ...] = (
     Finding("mlx-rotating-keep-chunk-mask", frozenset({"mlx:rotating"}), ("0.32",), ("0.32.2",),
@@ -70,10 +112,15 @@ FINDINGS: tuple[Finding, ...] = (
     Finding("mlx-batch-rotating-one-token-prompt-chunk", frozenset({"mlx:batch-rotating"}), ("0.32",), ("0.32.2",),
             _one_token_prompt_chunk, "a right-padded prompt processed in chunks, one of them a single token",
             failure=lambda e: "finalize()" in str(e)),
+    Finding("mlx-batch-rotating-wrapped-chunk-mask", frozenset({"mlx:batch-rotating"}), ("0.32",), ("0.32.2",),
+            _chunk_after_wrap, "a multi-token step after single-token steps left the ring wrapped part-way, "
+            "while it still holds a pad column of the shorter row",
+            failure=lambda e: "batch row 1]" in str(e) and "attention output" in str(e)),
 )
 #: A case that reproduces each finding (tests/test_engine_mlx.py, the notes' repro).
 REPRO = {"mlx-rotating-keep-chunk-mask": (3, "chunk:5"),
-         "mlx-batch-rotating-one-token-prompt-chunk": (3, "chunk:4 chunk:1 push")}
+         "mlx-batch-rotating-one-token-prompt-chunk": (3, "chunk:4 chunk:1 push"),
+         "mlx-batch-rotating-wrapped-chunk-mask": (3, "chunk:3 push chunk:2")}
 
 
 class MlxTarget(EngineTarget):
@@ -191,8 +238,8 @@ class BatchRotatingTarget(MlxTarget):
             ns = [c.n, c.n - pad]
             out = self._rows_step(st, c, rows, lens, ns, [0, pad], view)
             S.compare(self.name, c, out[0], refs[0].rows(c), ATOL, RTOL, view, row=0)
-            S.compare(self.name, c, out[1, pad:], refs[1].rows(S.Call(c.index, c.op, lens[1], ns[1])), ATOL, RTOL,
-                      view, row=1)
+            r1 = S.Call(c.index, c.op, lens[1], ns[1])  # row 1's own positions (the message names them)
+            S.compare(self.name, r1, out[1, pad:], refs[1].rows(r1), ATOL, RTOL, view, row=1)
             lens = [lens[0] + ns[0], lens[1] + ns[1]]
             self._contents(st, c, rows, refs, lens, view)
 
@@ -217,8 +264,8 @@ class BatchRotatingTarget(MlxTarget):
             out = self._rows_step(st, c, rows, lens, ns, [0, 0], view)
             S.compare(self.name, c, out[0], refs[0].rows(c), ATOL, RTOL, view, row=0)
             if n1:
-                S.compare(self.name, c, out[1, :n1], refs[1].rows(S.Call(c.index, c.op, lens[1], n1)), ATOL, RTOL,
-                          view, row=1)
+                r1 = S.Call(c.index, c.op, lens[1], n1)
+                S.compare(self.name, r1, out[1, :n1], refs[1].rows(r1), ATOL, RTOL, view, row=1)
             lens = [lens[0] + ns[0], lens[1] + ns[1]]
             if ci == prompt - 1:
                 with self.calling("BatchRotatingKVCache.finalize", c.index, c.op):
@@ -236,9 +283,10 @@ def make(rest: str, *, strict: bool = False):
         return RotatingTarget(rest, strict=strict)
     if rest == "batch-rotating":
         if not mlx.features().batch:
-            from impl.engines import EngineIncompatible
+            from impl.engines import EngineUnavailable
 
-            raise EngineIncompatible("mlx-lm", mlx.features().release, "BatchRotatingKVCache", "no such class")
+            raise EngineUnavailable(f"mlx-lm {mlx.features().release}: {mlx.LACKS} BatchRotatingKVCache "
+                                    f"(mlx_lm.models.cache has no such class)")
         return BatchRotatingTarget(rest, strict=strict)
     from fuzz.targets.engines import mlx_models
 

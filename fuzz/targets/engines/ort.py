@@ -230,8 +230,8 @@ class AttentionTarget(OrtTarget):
             with self.calling("Attention (left-padded batch)", c.index, c.op):
                 out, pk, pv = o.attention_past(sess, q, k, v, o.optional_mask(valid, 2, c.n, valid.shape[1]), pk, pv)
             S.compare(self.name, c, out[0], refs[0].rows(c), ATOL, RTOL, f"left-padded d={short}", row=0)
-            S.compare(self.name, c, out[1, pad:], refs[1].rows(S.Call(c.index, c.op, a, n1)), ATOL, RTOL,
-                      f"left-padded d={short}", row=1)
+            r1 = S.Call(c.index, c.op, a, n1)  # row 1's own positions (the message names them)
+            S.compare(self.name, r1, out[1, pad:], refs[1].rows(r1), ATOL, RTOL, f"left-padded d={short}", row=1)
             lens = [c.end, a + n1]
 
     def _right_padded(self, w, calls, rows, refs, short, threads):
@@ -253,8 +253,8 @@ class AttentionTarget(OrtTarget):
             with self.calling("Attention (right-padded batch, nonpad_kv_seqlen)", c.index, c.op):
                 out = o.attention_external(sess, q, kk, vv, new)
             S.compare(self.name, c, out[0], refs[0].rows(c), ATOL, RTOL, f"right-padded d={short}", row=0)
-            S.compare(self.name, c, out[1, c.n - n1:], refs[1].rows(S.Call(c.index, c.op, a, n1)), ATOL, RTOL,
-                      f"right-padded d={short}", row=1)
+            r1 = S.Call(c.index, c.op, a, n1)
+            S.compare(self.name, r1, out[1, c.n - n1:], refs[1].rows(r1), ATOL, RTOL, f"right-padded d={short}", row=1)
             lens = new
 
 
