@@ -9,9 +9,17 @@ supported ranges for engines from ``docs/compat.md``.
 
 One row per release: the engine's tests (``N passed``) and one cell per target of the engine, each the outcome of
 ``kvwindow fuzz --target T --seed 0`` on that release (cells as ``scripts/compat_table.py`` writes them:
-``clean``, ``known: ID``, ``finding: ...``, ``harness fault: ...``, ``unavailable: ...``). Rows of releases not run
-this time are kept. The README block (between ``<!-- engines:begin -->`` and ``<!-- engines:end -->``) names per
-engine the oldest and newest release of its table and every release whose tests failed or whose adapter faulted.
+``clean``, ``known: ID``, ``finding: ...``, ``harness fault: ...``, ``unavailable: ...``; and ``n/a (the release
+has no X)`` where the target is unavailable because the release predates the operator or class it drives —
+``impl/engines/*.LACKS`` is the phrase — which is not the adapter's fault). Rows of releases not run this time are
+kept. The README block (between ``<!-- engines:begin -->`` and ``<!-- engines:end -->``) names per engine the
+oldest and newest release of its table, every release whose tests failed or whose adapter faulted, and the
+releases where a target is n/a.
+
+Each finding note of the engine (the findings tables named by ``FINDINGS`` in ``scripts/engines/ENGINE.env``) gets
+its release table from its rows (``Finding.releases`` and ``Finding.seen``), between ``<!-- releases: ... -->`` and
+``<!-- /releases -->``; a run's reports are checked against ``seen`` (a reproduction on a release ``seen`` does not
+name, or a release ``seen`` names that ran and did not reproduce, is printed as a note under the table).
 """
 
 from __future__ import annotations
@@ -31,6 +39,19 @@ from compat_table import _short, cell, read_targets, version_key  # noqa: E402
 COMPAT = ROOT / "docs" / "compat.md"
 README = ROOT / "README.md"
 BEGIN, END = "<!-- engines:begin -->", "<!-- engines:end -->"
+#: What an unavailable engine target's reason says when the release lacks the operator/class (impl/engines/*.LACKS).
+LACKS = "the release has no"
+NOTE_BEGIN = "<!-- releases: written by scripts/engine_compat.py from the engine's findings table -->"
+NOTE_END = "<!-- /releases -->"
+
+
+def engine_cell(result: dict | None, listed: str | None, log_hint: str) -> str:
+    """:func:`compat_table.cell`, except that a release lacking the target's operator is ``n/a (the release has
+    no X)`` (X: the reason's words after the phrase, up to its parenthesis)."""
+    if listed is not None and listed != "available" and LACKS in listed:
+        what = listed[listed.index(LACKS):].split(" (")[0].rstrip(".;: ")
+        return f"n/a ({what})"
+    return cell(result, listed, log_hint)
 
 
 def env(engine: str) -> dict[str, str]:
@@ -87,13 +108,82 @@ def collect(engine: str, reports: Path, releases: list[str]) -> tuple[list[str],
                     versions[rel] = ", ".join(f"{k} {v}" for k, v in sorted(r["versions"].items()) if k != "numpy")
         cells = [tests]
         for t in targets:
-            cells.append(cell(results.get(t), listed[rel].get(t, "not listed"), f"fuzz-{rel}.log")
+            cells.append(engine_cell(results.get(t), listed[rel].get(t, "not listed"), f"fuzz-{rel}.log")
                          if (report.exists() or listed[rel]) else "not run")
         rows[rel] = cells
     return targets, rows, versions
 
 
-def render(engine: str, targets: list[str], rows: dict[str, list[str]], versions: dict[str, str], seconds: str) -> str:
+def findings_of(engine: str) -> list:
+    """Every row of the engine's findings tables (the modules ``FINDINGS`` in its env file names)."""
+    import importlib
+
+    out = []
+    for mod in env(engine).get("FINDINGS", "").split():
+        out += list(importlib.import_module(mod).FINDINGS)
+    return out
+
+
+def seen_notes(engine: str, reports: Path, releases: list[str]) -> list[str]:
+    """Where this run's reports disagree with the findings tables' ``seen`` releases (update ``seen``, rerun)."""
+    rows = findings_of(engine)
+    notes = []
+    for rel in releases:
+        report = reports / f"report-{rel}.json"
+        if not report.exists():
+            continue
+        for r in json.loads(report.read_text()).get("targets", []):
+            name = r.get("name", "?")
+            for fid, c in r.get("known_findings", {}).items():
+                mine = [f for f in rows if f.id == fid and name in f.kinds]
+                if c.get("reproduced") and mine and not any(rel in f.seen for f in mine):
+                    notes.append(f"{rel} `{name}`: {fid} reproduced ({c['reproduced']} cases); its row's `seen` "
+                                 f"does not name {rel}")
+                if not c.get("reproduced") and any(rel in f.seen for f in mine):
+                    notes.append(f"{rel} `{name}`: {fid} not reproduced ({c.get('not_reproduced', 0)} cases hit "
+                                 f"it); its row's `seen` names {rel}")
+    return notes
+
+
+def note_block(engine: str, finding_id: str) -> str:
+    """A note's release table: per row, the cases, the targets, the minor series it applies to, where seen."""
+    rows = [f for f in findings_of(engine) if f.id == finding_id]
+    if not rows:
+        raise SystemExit(f"engine_compat: no finding {finding_id!r} in the {engine} findings tables")
+    lines = [NOTE_BEGIN, "", f"| cases | targets | applies to (minor series) | reproduced on "
+                             f"(`scripts/engine_matrix.sh {engine}`) |", "|---|---|---|---|"]
+    for f in rows:
+        spans = ", ".join(x.replace("-", " – ") for x in f.releases)
+        lines.append(f"| {f.cases or 'every case'} | {', '.join(f'`{k}`' for k in sorted(f.kinds))} | {spans} "
+                     f"| {', '.join(f.seen)} |")
+    return "\n".join(lines + ["", NOTE_END])
+
+
+def write_note_blocks(engine: str, check: bool) -> list[str]:
+    """Each of the engine's notes gets its release table (under ``## Releases``); returns the notes that differed
+    (rewritten unless ``check``)."""
+    stale = []
+    for fid in dict.fromkeys(f.id for f in findings_of(engine)):
+        path = ROOT / "docs" / "findings" / f"{fid}.md"
+        text = path.read_text()
+        block = note_block(engine, fid)
+        a, b = text.find(NOTE_BEGIN), text.find(NOTE_END)
+        if a >= 0 and b > a:
+            new = text[:a] + block + text[b + len(NOTE_END):]
+        elif "## Releases\n" in text:
+            i = text.index("## Releases\n") + len("## Releases\n")
+            new = text[:i] + "\n" + block + "\n" + text[i:]
+        else:
+            raise SystemExit(f"engine_compat: {path.relative_to(ROOT)} has no '## Releases' section")
+        if new != text:
+            stale.append(str(path.relative_to(ROOT)))
+            if not check:
+                path.write_text(new)
+    return stale
+
+
+def render(engine: str, targets: list[str], rows: dict[str, list[str]], versions: dict[str, str], seconds: str,
+           notes: list[str] = ()) -> str:
     e = env(engine)
     head = ["`" + e["DIST"] + "`", "tests"] + [f"`{t}`" for t in targets]
     out = [f"### {e.get('LABEL', engine)}", "",
@@ -104,6 +194,8 @@ def render(engine: str, targets: list[str], rows: dict[str, list[str]], versions
         cells = rows[rel] + [""] * (len(head) - 1 - len(rows[rel]))
         label = rel + (f" ({versions[rel]})" if rel in versions and versions[rel] else "")
         out.append("| " + " | ".join([label] + cells[: len(head) - 1]) + " |")
+    if notes:
+        out += ["", "Notes (this run against the findings tables' `seen`):", ""] + [f"* {n}" for n in notes]
     return "\n".join(out)
 
 
@@ -141,6 +233,14 @@ def readme_block() -> str:
                or any(c.startswith(("harness fault", "no result")) for c in cells[1:])]
         e = env(engine)
         note = f"; not supported: {', '.join(sorted(bad, key=version_key))}" if bad else ""
+        for i, t in enumerate(head[2:], 1):
+            na = sorted((r.split(" ")[0] for r, cells in rows.items() if len(cells) > i and cells[i].startswith("n/a")),
+                        key=version_key)
+            if na:
+                what = next(cells[i] for r, cells in rows.items() if r.split(" ")[0] == na[0])[len("n/a"):].strip()
+                span = na[0] if len(na) == 1 else f"{na[0]} – {na[-1]}" if rels.index(na[-1]) - rels.index(na[0]) \
+                    == len(na) - 1 else ", ".join(na)
+                note += f"; {t} n/a on {span} {what}"
         lines.append(f"* {e.get('LABEL', engine)} (`{e['DIST']}`): {rels[0]} – {rels[-1]}{note} "
                      f"([docs/compat.md](docs/compat.md), `scripts/engine_matrix.sh {engine}`)")
     return "\n".join([BEGIN] + lines + [END])
@@ -168,14 +268,21 @@ def main() -> int:
     if a.check:
         text = README.read_text()
         m = re.search(re.escape(BEGIN) + r".*?" + re.escape(END), text, flags=re.S)
+        rc = 0
         if not m or m.group(0) != readme_block():
             print("engine_compat: README.md's engine ranges disagree with docs/compat.md; run scripts/engine_compat.py --write")
-            return 1
-        return 0
+            rc = 1
+        for engine in engines_with_findings():
+            for path in write_note_blocks(engine, check=True):
+                print(f"engine_compat: {path}'s release table disagrees with its findings table; run "
+                      f"scripts/engine_compat.py --write")
+                rc = 1
+        return rc
     if a.engine and a.reports:
         releases = a.releases.split() or sorted({p.stem.split("-", 1)[1] for p in a.reports.glob("tests-*.txt")},
                                                 key=version_key)
         targets, rows, versions = collect(a.engine, a.reports, releases)
+        notes = seen_notes(a.engine, a.reports, releases)
         old_head, old = existing_rows(a.engine)
         old_targets = [h.strip("`") for h in old_head[2:]] if old_head else []
         if old and old_targets == targets:
@@ -183,14 +290,22 @@ def main() -> int:
                 if rel.split(" ")[0] not in rows:
                     rows[rel.split(" ")[0]] = cells
                     versions.setdefault(rel.split(" ")[0], rel.partition(" (")[2].rstrip(")"))
-        table = render(a.engine, targets, rows, versions, a.seconds)
-        (a.reports / f"compat-{a.engine}.md").write_text(table + "\n")
-        print(table)
+        (a.reports / f"compat-{a.engine}.md").write_text(render(a.engine, targets, rows, versions, a.seconds, notes)
+                                                         + "\n")
+        print(render(a.engine, targets, rows, versions, a.seconds, notes))
         if a.write:
-            write_docs(a.engine, table)
+            write_docs(a.engine, render(a.engine, targets, rows, versions, a.seconds))
     if a.write:
         write_readme()
+        for engine in engines_with_findings():
+            for path in write_note_blocks(engine, check=False):
+                print(f"engine_compat: wrote the release table of {path}")
     return 0
+
+
+def engines_with_findings() -> list[str]:
+    """The engines whose env file names findings tables (``FINDINGS``)."""
+    return [p.stem for p in sorted((ROOT / "scripts" / "engines").glob("*.env")) if env(p.stem).get("FINDINGS")]
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ import numpy as np
 from impl.engines import EngineIncompatible, installed
 
 DIST, EXTRA = "mlx-lm", "mlx"
+#: How an unavailable target says the installed release lacks the class altogether (the matrix writes n/a).
+LACKS = "the release has no"
 HEADS, KV_HEADS, DIM = 2, 1, 8
 
 
