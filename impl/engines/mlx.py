@@ -109,6 +109,11 @@ class Stepper:
 
     def step(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
         """``q [B, N, H, D]``, ``k, v [B, N, Hkv, D]`` (float32) -> attention output ``[B, N, H, D]``."""
+        return evaluate(self.step_lazy(q, k, v))[0]
+
+    def step_lazy(self, q: np.ndarray, k: np.ndarray, v: np.ndarray):
+        """:meth:`step` as mlx's lazy ``[B, H, N, D]`` array: evaluate it with :func:`evaluate` together with
+        whatever else is read after the step (one graph evaluation instead of one per array)."""
         import mlx.core as mx
         from mlx_lm.models import base
 
@@ -120,8 +125,18 @@ class Stepper:
             mask = base.create_attention_mask(h, self.cache, window_size=self.window_size)
         t = lambda x: mx.array(np.ascontiguousarray(np.transpose(x, (0, 2, 1, 3))))  # noqa: E731 [B,heads,N,D]
         keys, values = self.cache.update_and_fetch(t(k), t(v))
-        out = _sdpa(t(q), keys, values, self.cache, DIM ** -0.5, mask)
-        return np.transpose(np.array(out, copy=False), (0, 2, 1, 3))
+        return _sdpa(t(q), keys, values, self.cache, DIM ** -0.5, mask)
+
+
+def evaluate(*arrays):
+    """Evaluate mlx's lazy arrays in one ``mx.eval`` (``None`` passes through); returns them as numpy
+    ``[B, N, heads, D]`` (``[B, heads, N, D]`` transposed back)."""
+    import mlx.core as mx
+
+    live = [a for a in arrays if a is not None]
+    if live:
+        mx.eval(*live)
+    return [None if a is None else np.transpose(np.array(a, copy=False), (0, 2, 1, 3)) for a in arrays]
 
 
 def rotating(window: int, *, keep: int = 0, extra: int = 0, masked: bool = True) -> Stepper:
@@ -141,17 +156,34 @@ def batch_rotating(window: int, left_padding: Sequence[int]) -> Stepper:
 
 def temporal_keys(cache) -> np.ndarray:
     """A ``RotatingKVCache``'s keys in temporal order (sinks first), ``[L, Hkv, D]`` of batch row 0."""
+    return keys_of(evaluate(temporal_keys_lazy(cache))[0])
+
+
+def temporal_keys_lazy(cache):
+    """:func:`temporal_keys` unevaluated (``[1, Hkv, L, D]`` in mlx; ``None`` for an empty cache)."""
     if cache.keys is None:
-        return np.zeros((0, KV_HEADS, DIM), np.float32)
+        return None
     k = cache._temporal_order(cache.keys)
     if cache.offset < k.shape[2]:
         k = k[..., : cache.offset, :]
-    return np.transpose(np.array(k, copy=False)[0], (1, 0, 2))
+    return k[:1]
+
+
+def keys_of(evaluated) -> np.ndarray:
+    """An evaluated :func:`temporal_keys_lazy` as ``[L, Hkv, D]`` numpy."""
+    if evaluated is None:
+        return np.zeros((0, KV_HEADS, DIM), np.float32)
+    return evaluated[0]
 
 
 def batch_row_keys(cache, row: int) -> np.ndarray:
     """Batch row ``row`` of a ``BatchRotatingKVCache`` as the release's own ``extract(row)`` returns it."""
     return temporal_keys(cache.extract(row))
+
+
+def batch_row_keys_lazy(cache, row: int):
+    """:func:`batch_row_keys` unevaluated (``extract`` itself evaluates the row's offset and padding)."""
+    return temporal_keys_lazy(cache.extract(row))
 
 
 def probe() -> Features:

@@ -200,8 +200,11 @@ def attention_session(window: int, threads: int, mode: str):
 
 
 def _flat(x: np.ndarray) -> np.ndarray:
-    """``[B, S, heads, D]`` -> ``[B, S, heads*D]`` float32, contiguous."""
-    return np.ascontiguousarray(x.reshape(x.shape[0], x.shape[1], -1), dtype=np.float32)
+    """``[B, S, heads, D]`` (or already ``[B, S, heads*D]``) -> ``[B, S, heads*D]`` float32, contiguous (no copy
+    when it already is)."""
+    if x.ndim != 3:
+        x = x.reshape(x.shape[0], x.shape[1], -1)
+    return x if x.dtype == np.float32 and x.flags.c_contiguous else np.ascontiguousarray(x, dtype=np.float32)
 
 
 def gqa_run(sess, q, k, v, past_k, past_v, seqlens_k, total: int, query_seqlens=None):
@@ -228,20 +231,29 @@ class SharedBuffer:
         shape = (batch, KV_HEADS, max(1, capacity), DIM)
         self.k = ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, np.float32))
         self.v = ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, np.float32))
+        self._binding = None  # (io_binding, the OrtValues it binds): built once, inputs rebound per call
+
+    def _bound(self):
+        if self._binding is None or self._binding[1] != (id(self.k), id(self.v)):
+            b = self.sess.io_binding()
+            b.bind_output("output")  # first: copy_outputs_to_cpu() lists outputs in the order they were bound
+            b.bind_ortvalue_input("past_key", self.k)
+            b.bind_ortvalue_input("past_value", self.v)
+            b.bind_ortvalue_output("present_key", self.k)
+            b.bind_ortvalue_output("present_value", self.v)
+            self._binding = (b, (id(self.k), id(self.v)))
+        return self._binding[0]
 
     def run(self, q, k, v, seqlens_k, total: int, query_seqlens=None) -> np.ndarray:
-        b = self.sess.io_binding()
-        for name, arr in (("query", _flat(q)), ("key", _flat(k)), ("value", _flat(v)),
-                          ("seqlens_k", np.asarray(seqlens_k, dtype=np.int32)),
-                          ("total_sequence_length", np.asarray(total, dtype=np.int32))):
-            b.bind_cpu_input(name, arr)
+        b = self._bound()
+        b.bind_cpu_input("query", _flat(q))
+        b.bind_cpu_input("key", _flat(k))
+        b.bind_cpu_input("value", _flat(v))
+        b.bind_cpu_input("seqlens_k", np.asarray(seqlens_k, dtype=np.int32))
+        b.bind_cpu_input("total_sequence_length", np.asarray(total, dtype=np.int32))
         if query_seqlens is not None:
             b.bind_cpu_input("query_seqlens", np.asarray(query_seqlens, dtype=np.int32))
-        b.bind_ortvalue_input("past_key", self.k)
-        b.bind_ortvalue_input("past_value", self.v)
-        b.bind_output("output")
-        b.bind_ortvalue_output("present_key", self.k)
-        b.bind_ortvalue_output("present_value", self.v)
+        b.bind_output("output")  # rebound each call (in its place, still first): its shape follows the call's
         self.sess.run_with_iobinding(b)
         out = b.copy_outputs_to_cpu()[0]
         return out.reshape(q.shape[0], q.shape[1], HEADS, DIM)
@@ -262,7 +274,8 @@ def windowed_resident(total: int, capacity: int, window: int) -> int:
 
 def attention_past(sess, q, k, v, mask, past_k, past_v):
     """ONNX Attention with the op's own past/present: returns ``(Y [B,S,H,D], present_key, present_value)``."""
-    y, pk, pv = sess.run(None, {"Q": _flat(q), "K": _flat(k), "V": _flat(v), "attn_mask": np.asarray(mask, bool),
+    y, pk, pv = sess.run(None, {"Q": _flat(q), "K": _flat(k), "V": _flat(v),
+                                "attn_mask": np.ascontiguousarray(mask, dtype=bool),
                                 "past_key": np.ascontiguousarray(past_k, np.float32),
                                 "past_value": np.ascontiguousarray(past_v, np.float32)})
     return y.reshape(q.shape[0], q.shape[1], HEADS, DIM), pk, pv

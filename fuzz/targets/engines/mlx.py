@@ -158,13 +158,14 @@ class MlxTarget(EngineTarget):
 
     def run_case(self, case: Case) -> RunStats:
         seed = S.case_seed(case)
+        m = self.mlx
         for si, (w, ops) in enumerate(case.streams()):
             calls = S.calls(ops)
             if not calls:
                 continue
             total = calls[-1].end
-            rows = [S.payload(S.case_seed(case, f"{si}/row{r}"), total, self.mlx.HEADS, self.mlx.KV_HEADS, self.mlx.DIM)
-                    for r in (0, 1)]
+            # Row 1 is drawn only where a batch view feeds it (a target that never asks gets only row 0).
+            rows = _Rows(lambda r, si=si: S.payload(S.case_seed(case, f"{si}/row{r}"), total, m.HEADS, m.KV_HEADS, m.DIM))
             self.views(w, calls, rows, seed, ops)
         return case_stats(case)
 
@@ -172,26 +173,42 @@ class MlxTarget(EngineTarget):
         raise NotImplementedError
 
     def _drive(self, stepper, calls, p, ref, view: str, contents: bool = True) -> None:
-        for c in calls:
-            with self.calling(f"RotatingKVCache ({view})", c.index, c.op):
-                out = stepper.step(p.q[None, c.start:c.end], p.k[None, c.start:c.end], p.v[None, c.start:c.end])
-            S.compare(self.name, c, out[0], ref.rows(c), ATOL, RTOL, view)
-            if contents:
-                with self.calling(f"RotatingKVCache contents ({view})", c.index, c.op):
-                    keys = self.mlx.temporal_keys(stepper.cache)
-                S.check_holds(self.name, c, S.positions_of(keys, p.k), ref, view)
+        out = S.Outputs(self.name, ref, ATOL, RTOL, view)
+        with S.deferred(out):
+            for c in calls:
+                a, e = c.start, c.end
+                m = self.mlx
+                with self.calling(f"RotatingKVCache ({view})", c.index, c.op):
+                    y = stepper.step_lazy(p.q[None, a:e], p.k[None, a:e], p.v[None, a:e])
+                    # the output and the cache's keys in one evaluation (the engine runs lazily)
+                    y, keys = m.evaluate(y, m.temporal_keys_lazy(stepper.cache) if contents else None)
+                out.put(c, y[0])
+                if contents:
+                    S.check_holds(self.name, c, p.positions(m.keys_of(keys)), ref, view)
+
+
+class _Rows:
+    """The payloads of a stream's batch rows, each drawn on first use (``rows[r]``)."""
+
+    def __init__(self, draw):
+        self.draw, self.got = draw, {}
+
+    def __getitem__(self, r: int) -> S.Payload:
+        if r not in self.got:
+            self.got[r] = self.draw(r)
+        return self.got[r]
 
 
 class RotatingTarget(MlxTarget):
     def views(self, w, calls, rows, seed, ops) -> None:
         m, p = self.mlx, rows[0]
-        self._drive(m.rotating(w), calls, p, S.Reference(p, w), "window")
+        self._drive(m.rotating(w), calls, p, p.reference(w), "window")
         if w >= 2:
             keep = 1 + seed % min(4, w - 1)
-            self._drive(m.rotating(w, keep=keep, masked=False), calls, p, S.Reference(p, w, sinks=keep),
+            self._drive(m.rotating(w, keep=keep, masked=False), calls, p, p.reference(w, sinks=keep),
                         f"sinks keep={keep}")
         extra = 1 + seed % 3
-        self._drive(m.rotating(w, extra=extra), calls, p, S.Reference(p, w), f"wide max_size=W+{extra}")
+        self._drive(m.rotating(w, extra=extra), calls, p, p.reference(w), f"wide max_size=W+{extra}")
 
 
 class BatchRotatingTarget(MlxTarget):
@@ -200,8 +217,8 @@ class BatchRotatingTarget(MlxTarget):
         short = min(d, calls[0].n - 1)
         if short <= 0:
             return  # a one-token prompt leaves nothing to pad (mlx:rotating covers the single row)
-        refs = [S.Reference(rows[0], w),
-                S.Reference(S.Payload(*(x[:calls[-1].end - short] for x in (rows[1].q, rows[1].k, rows[1].v))), w)]
+        # Row 1's stream is a prefix of its full-length payload; its reference the prefix of that payload's.
+        refs = S.references([rows[0], rows[1]], w)
         self._left(w, calls, rows, refs, short)
         if self.features.right_padding:
             self._right(w, calls, rows, refs, short)
@@ -216,38 +233,38 @@ class BatchRotatingTarget(MlxTarget):
             a, n, o = starts[r], ns[r], offsets[r]
             q[r, o:o + n], k[r, o:o + n], v[r, o:o + n] = rows[r].q[a:a + n], rows[r].k[a:a + n], rows[r].v[a:a + n]
         with self.calling(f"BatchRotatingKVCache ({view})", c.index, c.op):
-            return stepper.step(q, k, v)
+            return self.mlx.evaluate(stepper.step_lazy(q, k, v))[0]
 
     def _contents(self, stepper, c, rows, refs, lens, view):
         if not self.features.extract:
             return
+        m = self.mlx
+        with self.calling(f"BatchRotatingKVCache.extract ({view})", c.index, c.op):
+            keys = m.evaluate(*(m.batch_row_keys_lazy(stepper.cache, r) for r in (0, 1)))
         for r in (0, 1):
-            with self.calling(f"BatchRotatingKVCache.extract ({view})", c.index, c.op):
-                keys = self.mlx.batch_row_keys(stepper.cache, r)
             # extract() of a row whose right padding finalize() rolled in front keeps that pad row (its
             # left_padding went negative); no mask ever reads it, so only the window itself is checked.
-            S.check_holds(self.name, S.Call(c.index, c.op, 0, lens[r]), S.positions_of(keys, rows[r].k), refs[r],
-                          view, row=r, stale_ok=True)
+            S.check_holds(self.name, S.Call(c.index, c.op, 0, lens[r]), rows[r].positions(m.keys_of(keys[r])),
+                          refs[r], view, row=r, stale_ok=True)
 
     def _left(self, w, calls, rows, refs, short):
         view = f"left-padded d={short}"
         st = self.mlx.batch_rotating(w, [0, short])
         lens = [0, 0]
-        for ci, c in enumerate(calls):
-            pad = short if ci == 0 else 0
-            ns = [c.n, c.n - pad]
-            out = self._rows_step(st, c, rows, lens, ns, [0, pad], view)
-            S.compare(self.name, c, out[0], refs[0].rows(c), ATOL, RTOL, view, row=0)
-            r1 = S.Call(c.index, c.op, lens[1], ns[1])  # row 1's own positions (the message names them)
-            S.compare(self.name, r1, out[1, pad:], refs[1].rows(r1), ATOL, RTOL, view, row=1)
-            lens = [lens[0] + ns[0], lens[1] + ns[1]]
-            self._contents(st, c, rows, refs, lens, view)
+        outs = [S.Outputs(self.name, refs[r], ATOL, RTOL, view, row=r) for r in (0, 1)]
+        with S.deferred(*outs):
+            for ci, c in enumerate(calls):
+                pad = short if ci == 0 else 0
+                ns = [c.n, c.n - pad]
+                y = self._rows_step(st, c, rows, lens, ns, [0, pad], view)
+                outs[0].put(c, y[0], order=ci)
+                outs[1].put(S.Call(c.index, c.op, lens[1], ns[1]), y[1, pad:], order=ci)  # row 1's own positions
+                lens = [lens[0] + ns[0], lens[1] + ns[1]]
+                self._contents(st, c, rows, refs, lens, view)
 
     def _right(self, w, calls, rows, refs, short):
         view = f"right-padded d={short}"
-        prompt = 0  # the stream's leading chunks (at least the first call) are the prompt
-        while prompt < len(calls) and (prompt == 0 or isinstance(calls[prompt].op, Chunk)):
-            prompt += 1
+        prompt = _prompt_calls(calls)  # the stream's leading chunks (at least the first call) are the prompt
         plen = calls[prompt - 1].end
         if plen - short < 1:
             return
@@ -255,23 +272,24 @@ class BatchRotatingTarget(MlxTarget):
         with self.calling("BatchRotatingKVCache.prepare", calls[0].index, calls[0].op):
             st.cache.prepare(lengths=[plen, plen - short], right_padding=[0, short])
         lens = [0, 0]
-        for ci, c in enumerate(calls):
-            if ci < prompt:
-                n1 = max(0, min(c.n, plen - short - lens[1]))  # row 1's valid slots come first, padding after
-            else:
-                n1 = c.n
-            ns = [c.n, n1]
-            out = self._rows_step(st, c, rows, lens, ns, [0, 0], view)
-            S.compare(self.name, c, out[0], refs[0].rows(c), ATOL, RTOL, view, row=0)
-            if n1:
-                r1 = S.Call(c.index, c.op, lens[1], n1)
-                S.compare(self.name, r1, out[1, :n1], refs[1].rows(r1), ATOL, RTOL, view, row=1)
-            lens = [lens[0] + ns[0], lens[1] + ns[1]]
-            if ci == prompt - 1:
-                with self.calling("BatchRotatingKVCache.finalize", c.index, c.op):
-                    st.cache.finalize()
-            if ci >= prompt - 1:
-                self._contents(st, c, rows, refs, lens, view)
+        outs = [S.Outputs(self.name, refs[r], ATOL, RTOL, view, row=r) for r in (0, 1)]
+        with S.deferred(*outs):
+            for ci, c in enumerate(calls):
+                if ci < prompt:
+                    n1 = max(0, min(c.n, plen - short - lens[1]))  # row 1's valid slots come first, padding after
+                else:
+                    n1 = c.n
+                ns = [c.n, n1]
+                y = self._rows_step(st, c, rows, lens, ns, [0, 0], view)
+                outs[0].put(c, y[0], order=ci)
+                if n1:
+                    outs[1].put(S.Call(c.index, c.op, lens[1], n1), y[1, :n1], order=ci)
+                lens = [lens[0] + ns[0], lens[1] + ns[1]]
+                if ci == prompt - 1:
+                    with self.calling("BatchRotatingKVCache.finalize", c.index, c.op):
+                        st.cache.finalize()
+                if ci >= prompt - 1:
+                    self._contents(st, c, rows, refs, lens, view)
 
 
 def make(rest: str, *, strict: bool = False):

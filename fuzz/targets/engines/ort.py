@@ -87,175 +87,209 @@ class OrtTarget(EngineTarget):
     def run_case(self, case: Case) -> RunStats:
         seed = S.case_seed(case)
         threads = 1 + seed % 2
+        o = self.ort
         for si, (w, ops) in enumerate(case.streams()):
             calls = S.calls(ops)
             if not calls:
                 continue
             total = calls[-1].end
             d = 1 + seed % 3
-            rows = [S.payload(S.case_seed(case, f"{si}/row{r}"), total, self.ort.HEADS, self.ort.KV_HEADS, self.ort.DIM)
-                    for r in (0, 1)]
-            refs = [S.Reference(rows[0], w)]
             first = calls[0].n
             short = min(d, first - 1)  # row 1's prompt is `short` tokens shorter (never empty)
-            if short > 0:
-                refs.append(S.Reference(S.Payload(*(x[:total - short] for x in (rows[1].q, rows[1].k, rows[1].v))), w))
+            # Row 1 (only where a batch view runs) is its own stream; its data is a prefix of a full-length payload
+            # and its reference the prefix of that payload's (attention is causal): one reference per row.
+            rows = [S.payload(S.case_seed(case, f"{si}/row{r}"), total, o.HEADS, o.KV_HEADS, o.DIM)
+                    for r in ((0, 1) if short > 0 else (0,))]
+            refs = S.references(rows, w)
             self.views(w, calls, rows, refs, short, threads, seed)
         return case_stats(case)
 
     def views(self, w, calls, rows, refs, short, threads, seed) -> None:
         raise NotImplementedError
 
+    def _out(self, ref, view, row=None) -> S.Outputs:
+        return S.Outputs(self.name, ref, ATOL, RTOL, view, row)
+
+
+def _holds(cache_keys: np.ndarray, p: S.Payload, start: int, end: int) -> bool:
+    """Do the rows of ``cache_keys`` (``[L, Hkv, D]``) hold positions ``start .. end - 1`` in order, bit for bit?"""
+    return cache_keys.shape[0] == end - start and bool((cache_keys.view(np.uint32) == p.k[start:end].view(np.uint32)).all())
+
 
 class GqaTarget(OrtTarget):
     def views(self, w, calls, rows, refs, short, threads, seed) -> None:
         o, f, p = self.ort, self.features, rows[0]
         total = calls[-1].end
+        qf, kf, vf = p.flat()
         sess = o.gqa_session(w, threads)
         # grow
         pk = np.zeros((1, o.KV_HEADS, 0, o.DIM), np.float32)
-        pv = pk.copy()
-        for c in calls:
-            with self.calling("GroupQueryAttention (grow)", c.index, c.op):
-                out, pk, pv = o.gqa_run(sess, p.q[None, c.start:c.end], p.k[None, c.start:c.end], p.v[None, c.start:c.end],
-                                        pk, pv, [c.end - 1], c.end)
-            S.compare(self.name, c, out[0], refs[0].rows(c), ATOL, RTOL, "grow")
-            self._present(c, pk[0], p, refs[0], "grow", exact_len=c.end)
+        pv = pk
+        out = self._out(refs[0], "grow")
+        with S.deferred(out):
+            for c in calls:
+                a, e = c.start, c.end
+                with self.calling("GroupQueryAttention (grow)", c.index, c.op):
+                    y, pk, pv = o.gqa_run(sess, qf[None, a:e], kf[None, a:e], vf[None, a:e], pk, pv, [e - 1], e)
+                out.put(c, y[0])
+                self._present(c, pk[0], p, "grow", exact_len=e)
         # shared buffer
         buf = o.SharedBuffer(sess, 1, total)
-        for c in calls:
-            with self.calling("GroupQueryAttention (shared buffer)", c.index, c.op):
-                out = buf.run(p.q[None, c.start:c.end], p.k[None, c.start:c.end], p.v[None, c.start:c.end], [c.end - 1], c.end)
-            S.compare(self.name, c, out[0], refs[0].rows(c), ATOL, RTOL, "shared")
-        self._present(calls[-1], buf.keys()[0, :, :total], p, refs[0], "shared", exact_len=total)
+        out = self._out(refs[0], "shared")
+        with S.deferred(out):
+            for c in calls:
+                a, e = c.start, c.end
+                with self.calling("GroupQueryAttention (shared buffer)", c.index, c.op):
+                    y = buf.run(qf[None, a:e], kf[None, a:e], vf[None, a:e], [e - 1], e)
+                out.put(c, y[0])
+            self._present(calls[-1], buf.keys()[0, :, :total], p, "shared", exact_len=total)
         if f.windowed_cache:
             self._windowed(w, calls, p, refs[0], threads, seed)
         if short > 0:
             self._batch(w, calls, rows, refs, short, threads)
 
-    def _present(self, c, present, p, ref, view, exact_len):
+    def _present(self, c, present, p, view, exact_len):
         """``present [Hkv, L, D]`` of a full-length cache must hold positions ``0 .. exact_len - 1`` in order."""
-        held = S.positions_of(np.transpose(present, (1, 0, 2)), p.k)
-        if held != list(range(exact_len)):
-            raise Mismatch(self.name, c.index, c.op, f"[{view}] present_key holds positions {S._short(held)}, "
-                                                     f"not the history 0..{exact_len - 1}")
+        keys = np.transpose(present, (1, 0, 2))
+        if _holds(keys, p, 0, exact_len):
+            return
+        held = p.positions(keys)
+        raise Mismatch(self.name, c.index, c.op, f"[{view}] present_key holds positions {S._short(held)}, "
+                                                 f"not the history 0..{exact_len - 1}")
 
     def _windowed(self, w, calls, p, ref, threads, seed):
         o = self.ort
         cap = w + seed % 3
+        view = f"windowed C={cap}"
+        qf, kf, vf = p.flat()
         sess = o.gqa_session(w, threads, windowed=True)
         pk = np.zeros((1, o.KV_HEADS, cap, o.DIM), np.float32)
         pv = pk.copy()
-        for c in calls:
-            with self.calling("GroupQueryAttention (sliding_window_cache)", c.index, c.op):
-                out, pk, pv = o.gqa_run(sess, p.q[None, c.start:c.end], p.k[None, c.start:c.end], p.v[None, c.start:c.end],
-                                        pk, pv, [c.end - 1], c.end)
-            S.compare(self.name, c, out[0], ref.rows(c), ATOL, RTOL, f"windowed C={cap}")
-            n_res = o.windowed_resident(c.end, cap, o.gqa_local_window_size(w))
-            held = S.positions_of(np.transpose(pk[0], (1, 0, 2))[:n_res], p.k)
-            if held != list(range(c.end - n_res, c.end)):
-                raise Mismatch(self.name, c.index, c.op,
-                               f"[windowed C={cap}] rows 0..{n_res - 1} hold positions {S._short(held)}; the operator's "
-                               f"L(T={c.end}) = {n_res} most recent positions are {c.end - n_res}..{c.end - 1}")
-            S.check_holds(self.name, c, held, ref, f"windowed C={cap}")
+        out = self._out(ref, view)
+        with S.deferred(out):
+            for c in calls:
+                a, e = c.start, c.end
+                with self.calling("GroupQueryAttention (sliding_window_cache)", c.index, c.op):
+                    y, pk, pv = o.gqa_run(sess, qf[None, a:e], kf[None, a:e], vf[None, a:e], pk, pv, [e - 1], e)
+                out.put(c, y[0])
+                n_res = o.windowed_resident(e, cap, o.gqa_local_window_size(w))
+                keys = np.transpose(pk[0], (1, 0, 2))[:n_res]
+                if not _holds(keys, p, e - n_res, e):
+                    raise Mismatch(self.name, c.index, c.op,
+                                   f"[{view}] rows 0..{n_res - 1} hold positions {S._short(p.positions(keys))}; the "
+                                   f"operator's L(T={e}) = {n_res} most recent positions are {e - n_res}..{e - 1}")
+                S.check_holds(self.name, c, list(range(e - n_res, e)), ref, view)
 
     def _batch(self, w, calls, rows, refs, short, threads):
         o, f = self.ort, self.features
         total = calls[-1].end
+        view = f"batch d={short}"
+        flat = [r.flat() for r in rows]
         lens = [0, 0]
         buf = None
-        for ci, c in enumerate(calls):
-            n1 = c.n - short if ci == 0 else c.n
-            multi = ci > 0 and c.n > 1
-            if multi and not f.query_seqlens:
-                return  # ORT refuses a multi-token batch step onto a cache without query_seqlens
-            sess = o.gqa_session(w, threads, query_seqlens=multi)
-            if buf is None or buf.sess is not sess:
-                old = buf
-                buf = o.SharedBuffer(sess, 2, total)
-                if old is not None:
-                    buf.k, buf.v = old.k, old.v
-            q = np.zeros((2, c.n, o.HEADS, o.DIM), np.float32)
-            k = np.zeros((2, c.n, o.KV_HEADS, o.DIM), np.float32)
-            v = np.zeros_like(k)
-            for r, n in ((0, c.n), (1, n1)):
-                a = lens[r]
-                q[r, :n], k[r, :n], v[r, :n] = rows[r].q[a:a + n], rows[r].k[a:a + n], rows[r].v[a:a + n]
-            new = [lens[0] + c.n, lens[1] + n1]
-            with self.calling("GroupQueryAttention (batch, shared buffer)", c.index, c.op):
-                out = buf.run(q, k, v, [x - 1 for x in new], max(new), [c.n, n1] if multi else None)
-            for r, n in ((0, c.n), (1, n1)):
-                rc = S.Call(c.index, c.op, lens[r], n)
-                S.compare(self.name, rc, out[r, :n], refs[r].rows(rc), ATOL, RTOL, f"batch d={short}", row=r)
-            lens = new
+        outs = [self._out(refs[r], view, row=r) for r in (0, 1)]
+        with S.deferred(*outs):
+            for ci, c in enumerate(calls):
+                n1 = c.n - short if ci == 0 else c.n
+                multi = ci > 0 and c.n > 1
+                if multi and not f.query_seqlens:
+                    return  # ORT refuses a multi-token batch step onto a cache without query_seqlens
+                sess = o.gqa_session(w, threads, query_seqlens=multi)
+                if buf is None or buf.sess is not sess:
+                    old = buf
+                    buf = o.SharedBuffer(sess, 2, total)
+                    if old is not None:
+                        buf.k, buf.v = old.k, old.v
+                q = np.zeros((2, c.n, o.HEADS * o.DIM), np.float32)
+                k = np.zeros((2, c.n, o.KV_HEADS * o.DIM), np.float32)
+                v = np.zeros_like(k)
+                for r, n in ((0, c.n), (1, n1)):
+                    a = lens[r]
+                    q[r, :n], k[r, :n], v[r, :n] = flat[r][0][a:a + n], flat[r][1][a:a + n], flat[r][2][a:a + n]
+                new = [lens[0] + c.n, lens[1] + n1]
+                with self.calling("GroupQueryAttention (batch, shared buffer)", c.index, c.op):
+                    y = buf.run(q, k, v, [x - 1 for x in new], max(new), [c.n, n1] if multi else None)
+                for r, n in ((0, c.n), (1, n1)):
+                    outs[r].put(S.Call(c.index, c.op, lens[r], n), y[r, :n], order=ci)
+                lens = new
 
 
 class AttentionTarget(OrtTarget):
     def views(self, w, calls, rows, refs, short, threads, seed) -> None:
         o, p = self.ort, rows[0]
+        qf, kf, vf = p.flat()
         sess = o.attention_session(w, threads, "past")
         pk = np.zeros((1, o.KV_HEADS, 0, o.DIM), np.float32)
-        pv = pk.copy()
-        for c in calls:
-            with self.calling("Attention (past/present)", c.index, c.op):
-                out, pk, pv = o.attention_past(sess, p.q[None, c.start:c.end], p.k[None, c.start:c.end],
-                                               p.v[None, c.start:c.end], np.ones((1, 1, c.n, c.end), bool), pk, pv)
-            S.compare(self.name, c, out[0], refs[0].rows(c), ATOL, RTOL, "past")
-        held = S.positions_of(np.transpose(pk[0], (1, 0, 2)), p.k)
-        if held != list(range(calls[-1].end)):
-            c = calls[-1]
-            raise Mismatch(self.name, c.index, c.op, f"[past] present_key holds positions {S._short(held)}")
+        pv = pk
+        ones = np.ones((1, 1, calls[-1].end, calls[-1].end), bool)
+        out = self._out(refs[0], "past")
+        with S.deferred(out):
+            for c in calls:
+                a, e = c.start, c.end
+                with self.calling("Attention (past/present)", c.index, c.op):
+                    y, pk, pv = o.attention_past(sess, qf[None, a:e], kf[None, a:e], vf[None, a:e],
+                                                 ones[:, :, :c.n, :e], pk, pv)
+                out.put(c, y[0])
+            keys = np.transpose(pk[0], (1, 0, 2))
+            if not _holds(keys, p, 0, calls[-1].end):
+                c = calls[-1]
+                raise Mismatch(self.name, c.index, c.op, f"[past] present_key holds positions {S._short(p.positions(keys))}")
         if short > 0:
             self._left_padded(w, calls, rows, refs, short, threads)
             self._right_padded(w, calls, rows, refs, short, threads)
 
     def _left_padded(self, w, calls, rows, refs, short, threads):
         o = self.ort
+        view = f"left-padded d={short}"
         sess = o.attention_session(w, threads, "past")
+        total = calls[-1].end
+        # Column j of the batch: row 0's position j; row 1's position j - short (its first `short` columns pad).
+        cols = [r.flat() for r in rows]
+        qb = np.zeros((2, total, o.HEADS * o.DIM), np.float32)
+        kb = np.zeros((2, total, o.KV_HEADS * o.DIM), np.float32)
+        vb = np.zeros_like(kb)
+        qb[0], kb[0], vb[0] = cols[0]
+        qb[1, short:], kb[1, short:], vb[1, short:] = (x[:total - short] for x in cols[1])
+        valid = np.ones((2, 1, 1, total), bool)
+        valid[1, :, :, :short] = False
         pk = np.zeros((2, o.KV_HEADS, 0, o.DIM), np.float32)
-        pv = pk.copy()
-        valid = np.zeros((2, 0), bool)
-        lens = [0, 0]
-        for ci, c in enumerate(calls):
-            pad = short if ci == 0 else 0
-            q = np.zeros((2, c.n, o.HEADS, o.DIM), np.float32)
-            k = np.zeros((2, c.n, o.KV_HEADS, o.DIM), np.float32)
-            v = np.zeros_like(k)
-            q[0], k[0], v[0] = rows[0].q[c.start:c.end], rows[0].k[c.start:c.end], rows[0].v[c.start:c.end]
-            a, n1 = lens[1], c.n - pad
-            q[1, pad:], k[1, pad:], v[1, pad:] = rows[1].q[a:a + n1], rows[1].k[a:a + n1], rows[1].v[a:a + n1]
-            col = np.ones((2, c.n), bool)
-            col[1, :pad] = False
-            valid = np.concatenate([valid, col], axis=1)
-            with self.calling("Attention (left-padded batch)", c.index, c.op):
-                out, pk, pv = o.attention_past(sess, q, k, v, o.optional_mask(valid, 2, c.n, valid.shape[1]), pk, pv)
-            S.compare(self.name, c, out[0], refs[0].rows(c), ATOL, RTOL, f"left-padded d={short}", row=0)
-            r1 = S.Call(c.index, c.op, a, n1)  # row 1's own positions (the message names them)
-            S.compare(self.name, r1, out[1, pad:], refs[1].rows(r1), ATOL, RTOL, f"left-padded d={short}", row=1)
-            lens = [c.end, a + n1]
+        pv = pk
+        outs = [self._out(refs[r], view, row=r) for r in (0, 1)]
+        with S.deferred(*outs):
+            for ci, c in enumerate(calls):
+                a, e = c.start, c.end
+                mask = np.ascontiguousarray(np.broadcast_to(valid[..., :e], (2, 1, c.n, e)))
+                with self.calling("Attention (left-padded batch)", c.index, c.op):
+                    y, pk, pv = o.attention_past(sess, qb[:, a:e], kb[:, a:e], vb[:, a:e], mask, pk, pv)
+                outs[0].put(c, y[0], order=ci)
+                pad = max(0, short - a)  # pad columns inside this call (only the first call has them)
+                outs[1].put(S.Call(c.index, c.op, a + pad - short, c.n - pad), y[1, pad:], order=ci)
 
     def _right_padded(self, w, calls, rows, refs, short, threads):
         o = self.ort
+        view = f"right-padded d={short}"
         sess = o.attention_session(w, threads, "external")
         total = calls[-1].end
-        kk = np.zeros((2, total, o.KV_HEADS, o.DIM), np.float32)
+        flat = [r.flat() for r in rows]
+        kk = np.zeros((2, total, o.KV_HEADS * o.DIM), np.float32)
         vv = np.zeros_like(kk)
         lens = [0, 0]
-        for ci, c in enumerate(calls):
-            n1 = c.n - short if ci == 0 else c.n
-            q = np.zeros((2, c.n, o.HEADS, o.DIM), np.float32)
-            a = lens[1]
-            q[0] = rows[0].q[c.start:c.end]
-            q[1, c.n - n1:] = rows[1].q[a:a + n1]  # query i sits at offset + i, offset = len - S
-            kk[0, c.start:c.end], vv[0, c.start:c.end] = rows[0].k[c.start:c.end], rows[0].v[c.start:c.end]
-            kk[1, a:a + n1], vv[1, a:a + n1] = rows[1].k[a:a + n1], rows[1].v[a:a + n1]
-            new = [c.end, a + n1]
-            with self.calling("Attention (right-padded batch, nonpad_kv_seqlen)", c.index, c.op):
-                out = o.attention_external(sess, q, kk, vv, new)
-            S.compare(self.name, c, out[0], refs[0].rows(c), ATOL, RTOL, f"right-padded d={short}", row=0)
-            r1 = S.Call(c.index, c.op, a, n1)
-            S.compare(self.name, r1, out[1, c.n - n1:], refs[1].rows(r1), ATOL, RTOL, f"right-padded d={short}", row=1)
-            lens = new
+        outs = [self._out(refs[r], view, row=r) for r in (0, 1)]
+        with S.deferred(*outs):
+            for ci, c in enumerate(calls):
+                n1 = c.n - short if ci == 0 else c.n
+                q = np.zeros((2, c.n, o.HEADS * o.DIM), np.float32)
+                a = lens[1]
+                q[0] = flat[0][0][c.start:c.end]
+                q[1, c.n - n1:] = flat[1][0][a:a + n1]  # query i sits at offset + i, offset = len - S
+                kk[0, c.start:c.end], vv[0, c.start:c.end] = flat[0][1][c.start:c.end], flat[0][2][c.start:c.end]
+                kk[1, a:a + n1], vv[1, a:a + n1] = flat[1][1][a:a + n1], flat[1][2][a:a + n1]
+                new = [c.end, a + n1]
+                with self.calling("Attention (right-padded batch, nonpad_kv_seqlen)", c.index, c.op):
+                    y = o.attention_external(sess, q, kk, vv, new)
+                outs[0].put(c, y[0], order=ci)
+                outs[1].put(S.Call(c.index, c.op, a, n1), y[1, c.n - n1:], order=ci)
+                lens = new
 
 
 def make(rest: str, *, strict: bool = False) -> OrtTarget:
