@@ -243,7 +243,7 @@ def positions_of(keys: np.ndarray, history: np.ndarray) -> list[Optional[int]]:
 def _key_index(history: np.ndarray) -> tuple:
     """``(rows, fingerprints sorted, their positions, unique)`` of a history's keys: a key row's first 32 bits
     is its fingerprint, confirmed against the whole row; ``unique`` is False when two positions share one."""
-    rows = np.ascontiguousarray(history.reshape(history.shape[0], -1), dtype=np.float32)
+    rows = np.ascontiguousarray(history.reshape(history.shape[0], int(np.prod(history.shape[1:]))), dtype=np.float32)
     fp = rows[:, 0].view(np.uint32) if rows.shape[1] else np.zeros(rows.shape[0], np.uint32)
     order = np.argsort(fp, kind="stable")
     sfp = fp[order]
@@ -252,7 +252,7 @@ def _key_index(history: np.ndarray) -> tuple:
 
 def _lookup(index: tuple, keys: np.ndarray) -> list[Optional[int]]:
     rows, sfp, order, unique = index
-    flat = np.ascontiguousarray(keys.reshape(keys.shape[0], -1), dtype=np.float32)
+    flat = np.ascontiguousarray(keys.reshape(keys.shape[0], int(np.prod(keys.shape[1:]))), dtype=np.float32)
     if not len(flat):
         return []
     if not unique or flat.shape[1] != rows.shape[1] or not len(rows):  # the exact, slower way
