@@ -99,13 +99,14 @@ def collect(engine: str, reports: Path, releases: list[str]) -> tuple[list[str],
     for rel in releases:
         tests = (reports / f"tests-{rel}.txt").read_text().strip() if (reports / f"tests-{rel}.txt").exists() else "not run"
         report = reports / f"report-{rel}.json"
-        results = {}
+        results, seen_versions = {}, {}
         if report.exists():
             doc = json.loads(report.read_text())
             for r in doc.get("targets", doc.get("results", [])):
                 results[r.get("target") or r.get("name")] = r
-                if r.get("versions"):
-                    versions[rel] = ", ".join(f"{k} {v}" for k, v in sorted(r["versions"].items()) if k != "numpy")
+                seen_versions.update(r.get("versions") or {})  # every target's (mlx's version is the op targets')
+            if seen_versions:
+                versions[rel] = ", ".join(f"{k} {v}" for k, v in sorted(seen_versions.items()) if k != "numpy")
         cells = [tests]
         for t in targets:
             cells.append(engine_cell(results.get(t), listed[rel].get(t, "not listed"), f"fuzz-{rel}.log")

@@ -144,7 +144,8 @@ FINDINGS: tuple[Finding, ...] = (
             failure=lambda e: "batch row 1]" in str(e) and "attention output" in str(e)),
     Finding("mlx-batch-rotating-extract-negative-padding", frozenset({"mlx:batch-rotating"}), ("0.30",), ("0.30.7",),
             _extract_after_eviction, "extract(row) after the ring dropped fewer than W + 2 columns",
-            failure=lambda e: "cache holds positions" in str(e) and "padded d=" in str(e)),
+            failure=lambda e: "cache holds positions" in str(e) and "padded d=" in str(e),
+            upstream="https://github.com/vllm-project/vllm-metal/pull/139"),
 )
 #: A case that reproduces each finding (tests/test_engine_mlx.py, the notes' repro).
 REPRO = {"mlx-rotating-keep-chunk-mask": (3, "chunk:5"),

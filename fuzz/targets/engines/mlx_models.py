@@ -55,6 +55,11 @@ class MlxModelTarget(EngineTarget):
     def tolerances(self) -> dict[str, dict[str, float]]:
         return {"logits": {"atol": ATOL, "rtol": RTOL}}
 
+    def versions(self) -> dict[str, str]:
+        from impl.engines import mlx
+
+        return {**super().versions(), "mlx": mlx.features().mlx}
+
     def run_case(self, case: Case) -> RunStats:
         for si, (w, ops) in enumerate(case.streams()):
             calls = S.calls(ops)
