@@ -103,10 +103,8 @@ def test_wrapped_chunk_mask_names_row_1_and_its_own_positions():
     here = {f.id for f in target.findings_here()}
     if "mlx-batch-rotating-wrapped-chunk-mask" not in here:
         pytest.skip(f"mlx-batch-rotating-wrapped-chunk-mask does not apply to mlx-lm {target.release}")
-    if "mlx-batch-rotating-extract-negative-padding" in here:
-        pytest.skip(f"mlx-lm {target.release}: extract(row) fails the case first (its own finding)")
     target.strict = True
-    # Row 0 feeds positions 4..5 at op #2; row 1 (two tokens shorter) feeds 2..3 and is the row that fails.
+    # Row 0 feeds positions 5..6 at op #2; row 1 (three tokens shorter) feeds 2..3 and is the row that fails.
     with pytest.raises(Mismatch, match=r"op #2 .*batch row 1\] attention output for positions 2\.\.3:"):
         target.run(Case.parse(*T.REPRO["mlx-batch-rotating-wrapped-chunk-mask"]))
 

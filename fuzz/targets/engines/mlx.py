@@ -150,7 +150,7 @@ FINDINGS: tuple[Finding, ...] = (
 #: A case that reproduces each finding (tests/test_engine_mlx.py, the notes' repro).
 REPRO = {"mlx-rotating-keep-chunk-mask": (3, "chunk:5"),
          "mlx-batch-rotating-one-token-prompt-chunk": (3, "chunk:4 chunk:1 push"),
-         "mlx-batch-rotating-wrapped-chunk-mask": (3, "chunk:3 push chunk:2"),
+         "mlx-batch-rotating-wrapped-chunk-mask": (3, "chunk:4 push chunk:2 push push"),  # d = 3: on 0.30 too
          "mlx-batch-rotating-extract-negative-padding": (3, "chunk:3 push")}
 
 
