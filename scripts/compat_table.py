@@ -172,9 +172,23 @@ def render_compat(rows: dict[str, dict[str, str]], torch: dict[str, str], notes:
     return "\n".join(out) + "\n"
 
 
+#: Where docs/compat.md's engine tables start (scripts/engine_compat.py writes that part; this script keeps it).
+ENGINES = "\n## Engines"
+
+
+def hf_part(text: str) -> str:
+    """docs/compat.md up to its engine tables (the transformers table and its notes)."""
+    return text.split(ENGINES, 1)[0]
+
+
+def engines_part(text: str) -> str:
+    """docs/compat.md's engine tables, from their heading on ("" when it has none)."""
+    return ENGINES + text.split(ENGINES, 1)[1] if ENGINES in text else ""
+
+
 def parse_compat(text: str) -> dict[str, dict[str, str]]:
-    """docs/compat.md's table -> release -> target -> cell."""
-    lines = [ln for ln in text.splitlines() if ln.startswith("| ")]
+    """docs/compat.md's transformers table -> release -> target -> cell (the engine tables are not read)."""
+    lines = [ln for ln in hf_part(text).splitlines() if ln.startswith("| ")]
     head = [c.strip().strip("`") for c in lines[0].strip("|").split("|")]
     rows = {}
     for ln in lines[1:]:
@@ -253,8 +267,8 @@ def main(argv: list[str] | None = None) -> int:
         text = render_compat(rows, torch, notes, args.seconds)
         (args.reports / "compat.md").write_text(text)
         print(text)
-        if args.write:
-            COMPAT.write_text(text)
+        if args.write:  # the engine tables (scripts/engine_compat.py) stay as they are
+            COMPAT.write_text(text.rstrip("\n") + "\n" + engines_part(COMPAT.read_text() if COMPAT.exists() else ""))
     rows = parse_compat(COMPAT.read_text())
     readme = README.read_text()
     new = replace_block(readme, BEGIN, END, readme_block(rows), "README.md")
