@@ -7,5 +7,12 @@ import KVWindow.Ring
 import KVWindow.Attention
 import KVWindow.Sinks
 import KVWindow.IndexRing
+import KVWindow.PagedModel
+import KVWindow.PagedCount
+import KVWindow.PagedFrame
+import KVWindow.PagedPlace
+import KVWindow.PagedAppend
+import KVWindow.PagedOps
+import KVWindow.Paged
 import KVWindow.Goldens
 import KVWindow.Audit

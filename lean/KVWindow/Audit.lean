@@ -4,6 +4,7 @@ import KVWindow.Ring
 import KVWindow.Attention
 import KVWindow.Sinks
 import KVWindow.IndexRing
+import KVWindow.Paged
 
 /-!
 # KVWindow.Audit: which axioms each main theorem rests on
@@ -54,3 +55,8 @@ import KVWindow.IndexRing
 #print axioms KVWindow.index_run_correct
 #print axioms KVWindow.index_slot_eq_pos_mod
 #print axioms KVWindow.index_slot_pos_correct
+#print axioms KVWindow.paged_read_window
+#print axioms KVWindow.paged_free_safe
+#print axioms KVWindow.paged_independent
+#print axioms KVWindow.paged_refcount
+#print axioms KVWindow.paged_hit_valid

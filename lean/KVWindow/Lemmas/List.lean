@@ -409,4 +409,162 @@ theorem nthOpt_map_some {α : Type} :
     exact Option.some.inj h'
   | _ :: l, i + 1, o, h => nthOpt_map_some l i o h
 
+/-- Indexing a mapped list. -/
+theorem nthOpt_map' {α β : Type} (f : α → β) :
+    ∀ (l : List α) (i : Nat), nthOpt (l.map f) i = (nthOpt l i).map f
+  | [], _ => rfl
+  | _ :: _, 0 => rfl
+  | _ :: l, i + 1 => nthOpt_map' f l i
+
+/-- Every index below the length holds an element. -/
+theorem nthOpt_lt_some {α : Type} :
+    ∀ (l : List α) (i : Nat), i < l.length → ∃ x, nthOpt l i = some x
+  | [], _, h => by
+    have e : ([] : List α).length = 0 := rfl
+    exact False.elim (by omega)
+  | a :: _, 0, _ => ⟨a, rfl⟩
+  | b :: l, i + 1, h => by
+    have e : (b :: l).length = l.length + 1 := rfl
+    exact nthOpt_lt_some l i (by omega)
+
+/-- Indexing below `k` is not affected by `take k`. -/
+theorem nthOpt_take' {α : Type} :
+    ∀ (l : List α) (k i : Nat), i < k → nthOpt (l.take k) i = nthOpt l i
+  | [], k, _, _ => by rw [take_nil' k]
+  | _ :: _, 0, _, h => False.elim (by omega)
+  | _ :: _, _ + 1, 0, _ => rfl
+  | _ :: l, k + 1, i + 1, h => nthOpt_take' l k i (by omega)
+
+/-! ## Membership and lists without repeats (own definitions, so that no core `List.Mem`
+or `List.Nodup` lemma name is needed; the free list of `KVWindow.Paged` uses them) -/
+
+/-- `x` occurs in the list. -/
+def InL {α : Type} (x : α) : List α → Prop
+  | [] => False
+  | a :: l => a = x ∨ InL x l
+
+/-- No element occurs twice. -/
+def NoDupL {α : Type} : List α → Prop
+  | [] => True
+  | a :: l => ¬ InL a l ∧ NoDupL l
+
+theorem inL_nil {α : Type} (x : α) : ¬ InL x ([] : List α) := fun h => h
+
+theorem inL_cons {α : Type} (x a : α) (l : List α) : InL x (a :: l) ↔ (a = x ∨ InL x l) :=
+  Iff.rfl
+
+theorem noDupL_cons {α : Type} (a : α) (l : List α) : NoDupL (a :: l) ↔ (¬ InL a l ∧ NoDupL l) :=
+  Iff.rfl
+
+theorem inL_append_singleton {α : Type} (x y : α) :
+    ∀ (l : List α), InL x (l ++ [y]) ↔ (InL x l ∨ y = x)
+  | [] => by
+    constructor
+    · intro h
+      have h' : y = x ∨ InL x ([] : List α) := h
+      cases h' with
+      | inl e => exact Or.inr e
+      | inr h2 => exact False.elim h2
+    · intro h
+      cases h with
+      | inl h2 => exact False.elim h2
+      | inr e =>
+        have r : y = x ∨ InL x ([] : List α) := Or.inl e
+        exact r
+  | a :: l => by
+    have ih := inL_append_singleton x y l
+    constructor
+    · intro h
+      have h' : a = x ∨ InL x (l ++ [y]) := h
+      cases h' with
+      | inl e => exact Or.inl ((inL_cons x a l).2 (Or.inl e))
+      | inr h2 =>
+        cases ih.1 h2 with
+        | inl h3 => exact Or.inl ((inL_cons x a l).2 (Or.inr h3))
+        | inr e => exact Or.inr e
+    · intro h
+      have r : a = x ∨ InL x (l ++ [y]) := by
+        cases h with
+        | inl h2 =>
+          cases (inL_cons x a l).1 h2 with
+          | inl e => exact Or.inl e
+          | inr h3 => exact Or.inr (ih.2 (Or.inl h3))
+        | inr e => exact Or.inr (ih.2 (Or.inr e))
+      exact r
+
+theorem noDupL_append_singleton {α : Type} (y : α) :
+    ∀ (l : List α), NoDupL l → ¬ InL y l → NoDupL (l ++ [y])
+  | [], _, _ => by
+    have r : ¬ InL y ([] : List α) ∧ NoDupL ([] : List α) := ⟨inL_nil y, trivial⟩
+    exact r
+  | a :: l, h, hy => by
+    have h' : ¬ InL a l ∧ NoDupL l := h
+    have hy' : ¬ (a = y ∨ InL y l) := hy
+    have ih := noDupL_append_singleton y l h'.2 (fun hm => hy' (Or.inr hm))
+    have r : ¬ InL a (l ++ [y]) ∧ NoDupL (l ++ [y]) := by
+      refine ⟨?_, ih⟩
+      intro hm
+      cases (inL_append_singleton a y l).1 hm with
+      | inl h2 => exact h'.1 h2
+      | inr e => exact hy' (Or.inl e.symm)
+    exact r
+
+theorem inL_filter {α : Type} (f : α → Bool) (x : α) :
+    ∀ (l : List α), InL x (l.filter f) ↔ (InL x l ∧ f x = true)
+  | [] => by
+    have e : ([] : List α).filter f = [] := rfl
+    rw [e]
+    constructor
+    · intro h
+      exact False.elim h
+    · intro h
+      exact False.elim h.1
+  | a :: l => by
+    have ih := inL_filter f x l
+    cases hfa : f a with
+    | true =>
+      rw [filter_cons_true' f a l hfa]
+      constructor
+      · intro h
+        cases (inL_cons x a (l.filter f)).1 h with
+        | inl e =>
+          have hx : f x = true := (congrArg f e).symm.trans hfa
+          exact ⟨(inL_cons x a l).2 (Or.inl e), hx⟩
+        | inr h2 => exact ⟨(inL_cons x a l).2 (Or.inr (ih.1 h2).1), (ih.1 h2).2⟩
+      · intro h
+        cases (inL_cons x a l).1 h.1 with
+        | inl e => exact (inL_cons x a (l.filter f)).2 (Or.inl e)
+        | inr h2 => exact (inL_cons x a (l.filter f)).2 (Or.inr (ih.2 ⟨h2, h.2⟩))
+    | false =>
+      rw [filter_cons_false' f a l hfa]
+      constructor
+      · intro h
+        exact ⟨(inL_cons x a l).2 (Or.inr (ih.1 h).1), (ih.1 h).2⟩
+      · intro h
+        cases (inL_cons x a l).1 h.1 with
+        | inl e =>
+          have hx : f a = true := (congrArg f e).trans h.2
+          have hc : false = true := hfa.symm.trans hx
+          exact False.elim (by first | cases hc | exact absurd hc (by decide))
+        | inr h2 => exact ih.2 ⟨h2, h.2⟩
+
+theorem noDupL_filter {α : Type} (f : α → Bool) :
+    ∀ (l : List α), NoDupL l → NoDupL (l.filter f)
+  | [], _ => by
+    have e : ([] : List α).filter f = [] := rfl
+    rw [e]
+    exact trivial
+  | a :: l, h => by
+    have h' : ¬ InL a l ∧ NoDupL l := h
+    have ih := noDupL_filter f l h'.2
+    cases hfa : f a with
+    | true =>
+      rw [filter_cons_true' f a l hfa]
+      have r : ¬ InL a (l.filter f) ∧ NoDupL (l.filter f) :=
+        ⟨fun hm => h'.1 ((inL_filter f a l).1 hm).1, ih⟩
+      exact r
+    | false =>
+      rw [filter_cons_false' f a l hfa]
+      exact ih
+
 end KVList
