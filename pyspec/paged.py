@@ -2,9 +2,10 @@
 
 * the Lean definitions of ``lean/KVWindow/PagedModel.lean`` are mirrored in
   :mod:`pyspec.paged_model` (``PagedModel``, ``MODEL``, ``Pool``, ``run_ops``), re-exported here;
-* the invariants and bounds of ``lean/KVWindow/Paged.lean`` a checker asserts: ``holds`` (Lean
-  ``Holds``), ``hit_valid`` (``HitValid``), ``needed``, ``may_free``, ``max_blocks``,
-  ``blocks_beyond_rule``, and ``longest_valid_hit`` against a pool that kept every block;
+* the invariants the theorems of ``lean/KVWindow/Paged.lean`` are about, and the bounds a checker
+  asserts: ``pool_holds`` (Lean ``PoolHolds``), ``hit_valid`` (``HitValid``), ``needed``,
+  ``may_free``, ``max_blocks``, ``blocks_beyond_rule``, and ``longest_valid_hit`` against a pool
+  that kept every block;
 * :class:`PagedPool`: the reference implementation of the paged protocol (DESIGN §4), the model
   executed plus what it leaves out: typed errors (:class:`PagedError` and its subclasses), payload
   arrays, content identities of full blocks, ``admit`` with the longest valid hit.
@@ -133,14 +134,14 @@ def refs_ok(N: int, P: Pool) -> bool:
     return all(b < N for b in referenced(P))
 
 
-def wf(N: int, P: Pool, model: PagedModel = MODEL) -> bool:
-    """Lean ``KVWindow.WF``: live sequences distinct, ``FreeOK``, ``RefsOK``."""
+def pool_wf(N: int, P: Pool, model: PagedModel = MODEL) -> bool:
+    """Lean ``KVWindow.PoolWF``: live sequences distinct, ``FreeOK``, ``RefsOK``."""
     return len(set(P.live)) == len(P.live) and free_ok(N, P, model) and refs_ok(N, P)
 
 
-def holds(W: int, B: int, N: int, P: Pool, H: Mapping, model: PagedModel = MODEL) -> bool:
-    """Lean ``KVWindow.Holds``: the pool is well formed and holds every live history."""
-    return wf(N, P, model) and all(content(W, B, P, H, t) for t in P.live)
+def pool_holds(W: int, B: int, N: int, P: Pool, H: Mapping, model: PagedModel = MODEL) -> bool:
+    """Lean ``KVWindow.PoolHolds``: the pool is well formed and holds every live history."""
+    return pool_wf(N, P, model) and all(content(W, B, P, H, t) for t in P.live)
 
 
 def hit_valid(W: int, B: int, P: Pool, prompt: Sequence, L: int, tbl: Sequence[Optional[int]]) -> bool:
@@ -316,7 +317,7 @@ class PagedPool:
             if None not in found.values():
                 break
         tbl = [found.get(j) for j in range(L // B)]
-        P = MODEL.admit(self._pool, s, int(identity), L, tbl)
+        P = MODEL.admit_hit(self._pool, s, int(identity), L, tbl)
         self._commit((P, self._keys, upd(self._chain, s, pkeys[L // B - 1] if L else ("root", int(identity)))))
         return L
 
@@ -324,7 +325,7 @@ class PagedPool:
     def read(self, seq: int) -> list:
         W, B, _, _ = self._w()
         s = self._live(seq, True)
-        return MODEL.read(W, B, self._pool, s)
+        return MODEL.read_seq(W, B, self._pool, s)
 
     def table(self, seq: int) -> list:
         s = self._live(seq, True)

@@ -4,7 +4,8 @@
 * every DESIGN §3 name is declared (``theorem``/``def``/``structure``);
 * ``lakefile.lean`` names no dependency (core Lean only) and the toolchain is pinned;
 * ``lean/KVWindow/Goldens.lean`` is in sync with ``tests/golden/spec_cases.json``;
-* every audited theorem has a Python twin and a row in ``lean/README.md``;
+* every audited theorem has a Python twin (``tests/test_theorem_twins.py`` or, for the paged pool,
+  ``tests/test_paged_twins.py``) and a row in ``lean/README.md``;
 * every function of ``csrc/ringkv_index.h`` has a Lean definition of the same name, a
   pyspec mirror citing it, and a comment in the header naming an audited theorem;
 * generic list lemmas live in ``lean/KVWindow/Lemmas/`` (namespace ``KVList``), and
@@ -37,6 +38,7 @@ DESIGN_NAMES = [
     "push_simulates_step", "push_preserves_wf", "ring_run_correct", "slot_eq_pos_mod",
     "inWindow", "filter_inWindow_eq_lastWindow", "attention_eq",
     "sinkWindow", "sinkStep", "sinkStep_correct",
+    "paged_read_window", "paged_free_safe", "paged_independent", "paged_refcount", "paged_hit_valid",
 ]
 
 
@@ -69,7 +71,7 @@ def test_lean_files_exist():
     names = {p.relative_to(LEAN).as_posix() for p in LEAN_FILES}
     for f in ["KVWindow.lean"] + [f"KVWindow/{m}.lean" for m in
                                   ("Spec", "Window", "Positions", "Ring", "Attention", "Sinks", "IndexRing",
-                                   "Goldens", "Audit", "Lemmas/List", "Lemmas/Arith")]:
+                                   "PagedModel", "Paged", "Goldens", "Audit", "Lemmas/List", "Lemmas/Arith")]:
         assert f in names, f"missing lean/{f}"
 
 
@@ -106,7 +108,7 @@ def test_design_doc_names_are_all_listed():
     if not design.exists():
         pytest.skip("shared/DESIGN.md not beside this checkout")
     section = design.read_text(encoding="utf-8").split("## 3.", 1)[1].split("## 4.", 1)[0]
-    names = set(re.findall(r"`([A-Za-z][\w.]*)", section))
+    names = {n for n in re.findall(r"`([A-Za-z][\w.]*)", section) if not n.endswith(".lean")}  # file names
     theorem_like = {n for n in names if "_" in n or n[0].isupper()} - {"KVWindow", "native_decide"}
     assert theorem_like <= set(DESIGN_NAMES), theorem_like - set(DESIGN_NAMES)
 
@@ -145,8 +147,12 @@ def _audited() -> list[str]:
     return [line.split("KVWindow.", 1)[1].strip() for line in audit.splitlines() if line.startswith("#print axioms")]
 
 
+# the twin files: the list theorems' and the paged pool's (tests/test_paged_twins.py)
+TWIN_FILES = [ROOT / "tests" / "test_theorem_twins.py", ROOT / "tests" / "test_paged_twins.py"]
+
+
 def test_every_audited_theorem_has_a_twin_and_a_readme_row():
-    twins = (ROOT / "tests" / "test_theorem_twins.py").read_text(encoding="utf-8")
+    twins = "\n".join(p.read_text(encoding="utf-8") for p in TWIN_FILES)
     readme = (LEAN / "README.md").read_text(encoding="utf-8")
     for name in _audited():
         assert f"def test_{name}(" in twins, f"no Python twin test_{name}"

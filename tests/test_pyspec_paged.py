@@ -8,7 +8,7 @@
 * ``admit``: the longest valid hit, never an evicted block or another identity's, ``L <= m-1``,
   blocks taken off the free list, and the admitted sequence reads its prompt's window;
 * the reference is the model executed: on random op sequences its state equals the Lean mirror's
-  (``run_ops``), the invariant ``holds`` holds after every op, every read is ``needed`` of the
+  (``run_ops``), the invariant ``pool_holds`` holds after every op, every read is ``needed`` of the
   history, and no sequence holds a block beyond the rule.
 """
 
@@ -324,7 +324,7 @@ def test_reference_pool_is_the_model_executed(seed):
         assert P2 is not None, o
         P, H = P2, PG.op_hist(H, o)
         assert p.state() == P
-        assert PG.holds(W, B, N, P, H)
+        assert PG.pool_holds(W, B, N, P, H)
         for t in P.live:
             assert vals(p.read(t)) == vals(PG.needed(W, H[t]))
             assert PG.held_blocks(p.table(t)) <= PG.max_blocks(W, B)

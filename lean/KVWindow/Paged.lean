@@ -46,7 +46,7 @@ theorem readSlots_content {α : Type} (W B : Nat) (P : Pool α) (H : Nat → Lis
     obtain ⟨e, he⟩ := nthOpt_lt_some (H t) (P.len t - (W - 1) + i) hlt
     have e1 : nthOpt ((lastWindow (W - 1) (H t)).map some) i =
         (nthOpt (lastWindow (W - 1) (H t)) i).map some :=
-      nthOpt_map' some (lastWindow (W - 1) (H t)) i
+      nthOpt_map' (some : α → Option α) (lastWindow (W - 1) (H t)) i
     have e2 : nthOpt (lastWindow (W - 1) (H t)) i = nthOpt (H t) ((H t).length - (W - 1) + i) :=
       nthOpt_drop (H t) ((H t).length - (W - 1)) i
     have e3 : (H t).length - (W - 1) + i = P.len t - (W - 1) + i := by omega
@@ -169,22 +169,22 @@ entry there. Blocks before the window may be anything (`none`, or evicted). -/
 theorem paged_hit_valid {α : Type} (W B N : Nat) (P : Pool α) (H : Nat → List α)
     (s idt L : Nat) (tbl : List (Option Nat)) (prompt : List α) (h : PoolHolds W B N P H)
     (hs : ¬ InL s P.live) (hN : ∀ j b, getSlot tbl j = some b → b < N) (hL : L ≤ prompt.length) :
-    PoolHolds W B N (admit P s idt L tbl) (upd H s (prompt.take L)) ↔
+    PoolHolds W B N (admitHit P s idt L tbl) (upd H s (prompt.take L)) ↔
       HitValid W B P prompt L tbl := by
-  have el : (admit P s idt L tbl).len s = L := upd_same P.len s L
-  have et : (admit P s idt L tbl).table s = tbl := upd_same P.table s tbl
+  have el : (admitHit P s idt L tbl).len s = L := upd_same P.len s L
+  have et : (admitHit P s idt L tbl).table s = tbl := upd_same P.table s tbl
   have eh : upd H s (prompt.take L) s = prompt.take L := upd_same H s (prompt.take L)
-  have hsA : InL s (admit P s idt L tbl).live := (inL_cons s s P.live).2 (Or.inl rfl)
+  have hsA : InL s (admitHit P s idt L tbl).live := (inL_cons s s P.live).2 (Or.inl rfl)
   constructor
   · -- a usable hit is valid
     intro hA
-    have hc := poolHolds_content W B N (admit P s idt L tbl) (upd H s (prompt.take L)) hA s hsA
+    have hc := poolHolds_content W B N (admitHit P s idt L tbl) (upd H s (prompt.take L)) hA s hsA
     unfold Content at hc
     obtain ⟨_, hq⟩ := hc
     unfold HitValid
     intro q h1 h2
-    have h1' : q < (admit P s idt L tbl).len s := by omega
-    have h2' : (admit P s idt L tbl).len s < q + W := by omega
+    have h1' : q < (admitHit P s idt L tbl).len s := by omega
+    have h2' : (admitHit P s idt L tbl).len s < q + W := by omega
     obtain ⟨b, hb, hm⟩ := hq q h1' h2'
     refine ⟨b, (congrArg (fun l => getSlot l (q / B)) et).symm.trans hb, ?_⟩
     calc P.mem b (q % B) = nthOpt (upd H s (prompt.take L) s) q := hm
@@ -196,13 +196,13 @@ theorem paged_hit_valid {α : Type} (W B N : Nat) (P : Pool α) (H : Nat → Lis
     have hwf := poolHolds_wf W B N P H h
     have hcont := poolHolds_content W B N P H h
     obtain ⟨hnd, hfnd, hfr, hrefs⟩ := poolWF_parts N P hwf
-    have h1 : NoDupL (admit P s idt L tbl).live := (noDupL_cons s P.live).2 ⟨hs, hnd⟩
-    have h2 : NoDupL (admit P s idt L tbl).free :=
+    have h1 : NoDupL (admitHit P s idt L tbl).live := (noDupL_cons s P.live).2 ⟨hs, hnd⟩
+    have h2 : NoDupL (admitHit P s idt L tbl).free :=
       noDupL_filter (fun b => decide (countIn b tbl = 0)) P.free hfnd
-    have h3 : ∀ d, InL d (admit P s idt L tbl).free ↔
-        (d < N ∧ refcount (admit P s idt L tbl) d = 0) := by
+    have h3 : ∀ d, InL d (admitHit P s idt L tbl).free ↔
+        (d < N ∧ refcount (admitHit P s idt L tbl) d = 0) := by
       intro d
-      have e1 := refcount_new P (admit P s idt L tbl) s tbl hs rfl rfl d
+      have e1 := refcount_new P (admitHit P s idt L tbl) s tbl hs rfl rfl d
       have e2 := inL_filter (fun b => decide (countIn b tbl = 0)) d P.free
       constructor
       · intro hin
@@ -217,10 +217,10 @@ theorem paged_hit_valid {α : Type} (W B N : Nat) (P : Pool α) (H : Nat → Lis
         have h7 : countIn d tbl = 0 := by omega
         have h8 : InL d P.free := (hfr d).2 ⟨h5.1, by omega⟩
         exact e2.2 ⟨h8, decide_eq_true h7⟩
-    have h4 : RefsOK N (admit P s idt L tbl) :=
-      refsOK_new N P (admit P s idt L tbl) s tbl hrefs hN rfl rfl
-    refine poolHolds_intro W B N (admit P s idt L tbl) (upd H s (prompt.take L))
-      (poolWF_intro N (admit P s idt L tbl) h1 h2 h3 h4) (fun t ht => ?_)
+    have h4 : RefsOK N (admitHit P s idt L tbl) :=
+      refsOK_new N P (admitHit P s idt L tbl) s tbl hrefs hN rfl rfl
+    refine poolHolds_intro W B N (admitHit P s idt L tbl) (upd H s (prompt.take L))
+      (poolWF_intro N (admitHit P s idt L tbl) h1 h2 h3 h4) (fun t ht => ?_)
     by_cases hts : t = s
     · rw [hts]
       unfold Content
@@ -237,7 +237,7 @@ theorem paged_hit_valid {α : Type} (W B N : Nat) (P : Pool α) (H : Nat → Lis
         calc P.mem b (q % B) = nthOpt prompt q := hm
           _ = nthOpt (prompt.take L) q := (nthOpt_take' prompt L q h1').symm
           _ = nthOpt (upd H s (prompt.take L) s) q := congrArg (fun l => nthOpt l q) eh.symm
-    · exact content_new_other W B P (admit P s idt L tbl) H s t (prompt.take L) L tbl hts rfl rfl rfl
-        (hcont t (inL_new s t P.live (admit P s idt L tbl).live rfl ht hts))
+    · exact content_new_other W B P (admitHit P s idt L tbl) H s t (prompt.take L) L tbl hts rfl rfl rfl
+        (hcont t (inL_new s t P.live (admitHit P s idt L tbl).live rfl ht hts))
 
 end KVWindow

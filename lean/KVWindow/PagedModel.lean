@@ -203,13 +203,13 @@ def freeSeq {α : Type} (P : Pool α) (s : Nat) : Option (Pool α) :=
 /-- A prefix hit: `s` starts at length `L` with the table `tbl` the cache picked; the blocks of
 `tbl` leave the free list (their refcount becomes ≥ 1). `paged_hit_valid` says when it is
 usable. -/
-def admit {α : Type} (P : Pool α) (s idt L : Nat) (tbl : List (Option Nat)) : Pool α :=
+def admitHit {α : Type} (P : Pool α) (s idt L : Nat) (tbl : List (Option Nat)) : Pool α :=
   { P with live := s :: P.live, table := upd P.table s tbl, len := upd P.len s L,
            ident := upd P.ident s idt, free := P.free.filter (fun b => decide (countIn b tbl = 0)) }
 
 /-! ## Ops and histories -/
 
-/-- The ops of the paged protocol (`admit` is a theorem's subject, `paged_hit_valid`). -/
+/-- The ops of the paged protocol (a prefix hit, `admitHit`, is the subject of `paged_hit_valid`). -/
 inductive Op (α : Type) where
   | add (s : Nat)
   | append (s pos : Nat) (x : α)

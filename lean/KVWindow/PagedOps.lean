@@ -3,7 +3,7 @@ import KVWindow.PagedAppend
 /-!
 # KVWindow.PagedOps: new sequences, `free`, every op, every run
 
-* a new live sequence (`add`, `fork`, `admit`) adds its table's entries to the counts
+* a new live sequence (`add`, `fork`, a prefix hit) adds its table's entries to the counts
   (`refcount_new`);
 * `free` releases the entries of the table one by one (`dropHead`, `dropAll`: each a release of
   one reference) and then drops the sequence from the live list (`unlive`);

@@ -187,31 +187,7 @@ theorem slot_offset_back (o s w : Nat) (hw : 0 < w) (hs : s < w) :
       _ = o % w + (s + w - o % w) - w := d2
       _ = s := by omega
 
-/-! ## Products by a block size (own proofs; used by `KVWindow.Paged`) -/
-
-/-- `B * a ≤ B * c` when `a ≤ c`: a product by a variable is an atom for `omega`, so its
-monotonicity has to be stated. -/
-theorem mul_mono' (B a : Nat) : ∀ (c : Nat), a ≤ c → B * a ≤ B * c
-  | 0, h => by
-    have e : a = 0 := by omega
-    have e2 : B * a = B * 0 := congrArg (fun x => B * x) e
-    omega
-  | c + 1, h => by
-    by_cases hc : a ≤ c
-    · have ih := mul_mono' B a c hc
-      have e := mul_succ' B c
-      omega
-    · have e : a = c + 1 := by omega
-      have e2 : B * a = B * (c + 1) := congrArg (fun x => B * x) e
-      omega
-
-/-- The block index `n / B` of a position `n < B * len` is below `len`. -/
-theorem div_lt_of_lt_mul' (n B len : Nat) (h : n < B * len) : n / B < len := by
-  by_cases hc : len ≤ n / B
-  · have h1 := mul_mono' B len (n / B) hc
-    have h2 := div_add_mod' n B
-    omega
-  · omega
+/-! ## Blocks of `B` positions (own proofs from `div_add_mod'` and `mod_lt'`; used by the paged pool) -/
 
 /-- `B * (q / B) ≤ q < B * (q / B) + B`: the block `q / B` covers position `q`. -/
 theorem div_mul_bounds' (q B : Nat) (hB : 0 < B) : B * (q / B) ≤ q ∧ q < B * (q / B) + B := by
