@@ -34,6 +34,9 @@ from fuzz.targets.base import Mismatch
 EFFICIENCY = ("blocks_beyond_rule", "hits_missed", "exhausted_early")
 
 
+F32, I64 = np.dtype(np.float32), np.dtype(np.int64)
+
+
 class OverBound(Mismatch):
     """A sequence holds more blocks than the rule ever lets it (an efficiency finding: saved, exit 1)."""
 
@@ -77,17 +80,49 @@ def tuple_reader(obj: Any, width: int) -> Callable[[int], tuple]:
     return read
 
 
+def table_reader(obj: Any, width: int) -> Callable[[int], np.ndarray]:
+    """``table(seq)`` as an ``int64`` array, ``-1`` for none (a cache's own ``table_array`` when it has one)."""
+    fast = getattr(obj, "table_array", None)
+    if callable(fast):
+        return fast
+
+    def table(seq: int) -> np.ndarray:
+        tbl = obj.table(seq)
+        try:
+            tbl = list(tbl)
+        except TypeError:
+            raise Unreadable(f"table(s{seq}) returned {type(tbl).__name__}, not a list of block ids") from None
+        out = np.empty(len(tbl), dtype=np.int64)
+        for j, b in enumerate(tbl):
+            if b is None:
+                out[j] = -1
+            elif isinstance(b, (int, np.integer)) and not isinstance(b, bool) and b >= 0:
+                out[j] = b
+            else:
+                raise Unreadable(f"table(s{seq})[{j}] = {b!r} is neither a block id (an int >= 0) nor None")
+        return out
+
+    return table
+
+
 class Checker:
     """Audits one cache ``obj`` against ``spec`` after every op; remembers what it observed last (the
-    tables, the free count), which is also what an op that raised must have left unchanged."""
+    tables as ``int64`` arrays, ``-1`` for none; the references per block; the free count), which is
+    also what an op that raised must have left unchanged. Tables are audited as arrays (a long
+    sequence's table is mostly none: no per-entry Python)."""
 
     def __init__(self, name: str, obj: Any, spec: PagedSpec, crash: Callable, *, has_arrays: bool):
         self.name, self.obj, self.spec, self.crash = name, obj, spec, crash
         self.read = obj.read_arrays if has_arrays else tuple_reader(obj, spec.D)
+        self.table = table_reader(obj, spec.D)
         self.length = getattr(obj, "length", None) if callable(getattr(obj, "length", None)) else None
         self.refcount = getattr(obj, "refcount", None) if callable(getattr(obj, "refcount", None)) else None
-        self.tables: dict[int, list] = {}
-        self.refs: dict[Any, int] = {}
+        self.tables: dict[int, np.ndarray] = {}
+        #: Block -> how many table entries reference it (absent: none), as last observed.
+        self.counts: dict[int, int] = {}
+        #: Per live sequence: its table's bytes and the ``(logical block, block)`` pairs it holds, as last audited.
+        self.tbytes: dict[int, bytes] = {}
+        self.held: dict[int, list] = {}
         self.free = spec.N
         self.efficiency = dict.fromkeys(EFFICIENCY, 0)
         #: The first op index at which each efficiency observation was made.
@@ -111,115 +146,157 @@ class Checker:
 
     # -- the audits --------------------------------------------------------------
     def check(self, i: int, op: Any, touched: tuple = (), wrote: tuple = ()) -> None:
-        """Every audit after op ``i``; ``touched`` the sequences it changed (their lengths and refcounts
-        are read), ``wrote`` ``(seq, first position, end)`` of the entries it appended."""
-        spec, obj = self.spec, self.obj
+        """Every audit after op ``i``; ``touched`` the sequences it changed (their lengths and the refcounts of
+        their blocks are read), ``wrote`` ``(seq, first position, end)`` of the entries it appended.
+
+        Every live table is read after every op; one whose bytes are those it had after the last op, of a
+        sequence the op did not touch (so its history is unchanged too), passed every audit then and is not
+        audited again."""
+        spec = self.spec
         B, N = spec.B, spec.N
-        tables: dict[int, list] = {}
-        refs: dict[Any, int] = {}
-        where: dict[Any, list] = {}
+        tables, held, seen = {}, {}, self.tbytes
+        new_bytes = {}
         for s, q in spec.seqs.items():
-            tbl = self._call(i, op, obj.table, s)
-            if type(tbl) is not list:
-                tbl = list(tbl)
-            if len(tbl) != -(-q.n // B):
-                self.fail(i, op, f"table(s{s}) has {len(tbl)} entries; a sequence of {q.n} tokens has "
-                                 f"ceil({q.n}/{B}) = {-(-q.n // B)}")
-            kf, nf = spec.keep_from(q), spec.needed_from(q)
-            held = 0
-            for j, b in enumerate(tbl):
-                if b is None:
-                    if j >= kf:
-                        what = "holds a position the next query needs" if j >= nf else \
-                            f"a rollback to {spec.floor(q)} (max_rollback {spec.R}) may need it again"
-                        self.fail(i, op, f"logical block {j} of s{s} (positions {j * B}..{j * B + B - 1}, n = {q.n}) "
-                                         f"{what}, but its table entry is none: freed before the rule allows")
-                    continue
-                if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or not 0 <= b < N:
-                    self.fail(i, op, f"table(s{s})[{j}] = {b!r} is not a block id 0 .. {N - 1}")
-                held += 1
-                if b in refs and any(t == s for t, _ in where[b]):
-                    self.fail(i, op, f"table(s{s}) names block {b} twice (logical blocks "
-                                     f"{[jj for t, jj in where[b] if t == s][0]} and {j})")
-                refs[b] = refs.get(b, 0) + 1
-                where.setdefault(b, []).append((s, j))
-            if held > spec.bound:
-                self.fail(i, op, f"s{s} holds {held} blocks, more than the rule ever lets a sequence hold "
-                                 f"(ceil(({spec.W + spec.R}-1)/{B}) + 1 = {spec.bound}): table {tbl}", OverBound)
-            if kf and any(b is not None for b in tbl[:kf]):
-                self.note("blocks_beyond_rule", i)
-            tables[s] = tbl
-        self._sharing(i, op, where, wrote, tables)
-        free = self._call(i, op, obj.free_blocks)
-        if free != N - len(refs):
-            self.fail(i, op, f"free_blocks() = {free!r}, but the tables reference {len(refs)} of the {N} blocks "
-                             f"(so {N - len(refs)} are free)")
-        if self.refcount is not None:
-            seen = {b for s in touched for tbl in (self.tables.get(s, ()), tables.get(s, ())) for b in tbl
-                    if b is not None}
-            for b in sorted(seen):
+            tbl = self._call(i, op, self.table, s)
+            tb = tbl.tobytes()
+            if s not in touched and seen.get(s) == tb:
+                tables[s], held[s] = self.tables[s], self.held[s]
+            else:
+                tables[s], held[s] = tbl.copy(), self._audit(i, op, s, q, tbl)
+            new_bytes[s] = tb
+        counts: dict[int, int] = {}
+        for hl in held.values():
+            for _, b in hl:
+                counts[b] = counts.get(b, 0) + 1
+        if len(counts) > 0 and max(counts.values()) > 1:
+            self._sharing(i, op, counts, held, touched, wrote)
+        free = self._call(i, op, self.obj.free_blocks)
+        if free != N - len(counts):
+            self.fail(i, op, f"free_blocks() = {free!r}, but the tables reference {len(counts)} of the {N} blocks "
+                             f"(so {N - len(counts)} are free)")
+        if self.refcount is not None and touched:
+            blocks = {b for s in touched for hl in (self.held.get(s, ()), held.get(s, ())) for _, b in hl}
+            for b in sorted(blocks):
                 rc = self._call(i, op, self.refcount, b)
-                if rc != refs.get(b, 0):
-                    self.fail(i, op, f"refcount({b}) = {rc!r}, but {refs.get(b, 0)} table entries reference it "
-                                     f"({where.get(b, [])})")
+                if rc != counts.get(b, 0):
+                    self.fail(i, op, f"refcount({b}) = {rc!r}, but {counts.get(b, 0)} table entries reference it "
+                                     f"({self._users(b, held)})")
         if self.length is not None:
             for s in touched:
                 if s in spec.seqs:
                     n = self._call(i, op, self.length, s)
                     if n != spec.seqs[s].n:
                         self.fail(i, op, f"length(s{s}) = {n!r}, the spec's is {spec.seqs[s].n}")
-        self.tables, self.refs, self.free = tables, refs, free
+        self.tables, self.held, self.counts, self.free, self.tbytes = tables, held, counts, free, new_bytes
         self.reads(i, op)
 
-    def _sharing(self, i: int, op: Any, where: dict, wrote: tuple, tables: dict) -> None:
+    def _audit(self, i: int, op: Any, s: int, q: Any, tbl: np.ndarray) -> list:
+        """One table against the rule; returns the ``(logical block, block)`` pairs it holds."""
+        spec = self.spec
+        B, N = spec.B, spec.N
+        if len(tbl) != -(-q.n // B):
+            self.fail(i, op, f"table(s{s}) has {len(tbl)} entries; a sequence of {q.n} tokens has "
+                             f"ceil({q.n}/{B}) = {-(-q.n // B)}")
+        kf = spec.keep_from(q)
+        tail = tbl[kf:].tolist()
+        if tail and (min(tail) < 0 or max(tail) >= N):
+            j = kf + next(j for j, b in enumerate(tail) if b < 0 or b >= N)
+            if tbl[j] >= N:
+                self.fail(i, op, f"table(s{s})[{j}] = {int(tbl[j])} is not a block id 0 .. {N - 1}")
+            what = "holds a position the next query needs" if j >= spec.needed_from(q) else \
+                f"a rollback to {spec.floor(q)} (max_rollback {spec.R}) may need it again"
+            self.fail(i, op, f"logical block {j} of s{s} (positions {j * B}..{j * B + B - 1}, n = {q.n}) "
+                             f"{what}, but its table entry is none: freed before the rule allows")
+        held = list(enumerate(tail, kf))
+        if kf and (tbl[:kf].max() if kf > 32 else max(tbl[:kf].tolist())) >= 0:
+            self.note("blocks_beyond_rule", i)
+            extra = [(j, b) for j, b in enumerate(tbl[:kf].tolist()) if b >= 0]
+            if max(b for _, b in extra) >= N:
+                j, b = max(extra, key=lambda e: e[1])
+                self.fail(i, op, f"table(s{s})[{j}] = {b} is not a block id 0 .. {N - 1}")
+            held = extra + held
+        if len(held) > spec.bound:
+            self.fail(i, op, f"s{s} holds {len(held)} blocks, more than the rule ever lets a sequence hold "
+                             f"(ceil(({spec.W + spec.R}-1)/{B}) + 1 = {spec.bound}): table {_tb(tbl)}", OverBound)
+        if len(held) > 1 and len({b for _, b in held}) != len(held):
+            b = next(b for _, b in held if sum(1 for _, c in held if c == b) > 1)
+            self.fail(i, op, f"table(s{s}) names block {b} twice (logical blocks {[j for j, c in held if c == b]})")
+        return held
+
+    @staticmethod
+    def _users(b: int, held: dict) -> str:
+        return ", ".join(f"s{s}[{j}]" for s, hl in held.items() for j, c in hl if c == b) or "none"
+
+    def _sharing(self, i: int, op: Any, counts: dict, held: dict, touched: tuple, wrote: tuple) -> None:
+        """Shared blocks: one logical block, one identity, one content; none of them just written into.
+        Only pairs with a touched sequence can have changed (the others passed when they last changed)."""
         spec, B = self.spec, self.spec.B
-        for b, users in where.items():
-            if len(users) < 2:
-                continue
-            (s, j) = users[0]
-            qs = spec.seqs[s]
-            for t, jt in users[1:]:
-                qt = spec.seqs[t]
-                if jt != j:
-                    self.fail(i, op, f"block {b} is logical block {j} of s{s} and logical block {jt} of s{t}: "
-                                     "two tables share a block only where both hold the same positions")
-                if qs.identity != qt.identity:
-                    self.fail(i, op, f"block {b} is shared by s{s} (identity {qs.identity}) and s{t} (identity "
-                                     f"{qt.identity}): a block is shared only between histories of one identity")
-                upto = min(qs.n, qt.n, (j + 1) * B)
-                if common_prefix(qs.segs, qt.segs) < upto:
-                    self.fail(i, op, f"block {b} (logical block {j}) is shared by s{s} and s{t}, whose histories "
-                                     f"differ before position {upto}: a shared block holds one content")
         for s, lo, hi in wrote:
-            tbl = tables.get(s, ())
-            for j in range(lo // B, min(-(-hi // B), len(tbl))):
-                b = tbl[j]
-                if b is not None and len(where[b]) > 1:
-                    others = [f"s{t}[{jj}]" for t, jj in where[b] if (t, jj) != (s, j)]
-                    self.fail(i, op, f"s{s} wrote positions {max(lo, j * B)}..{min(hi, (j + 1) * B) - 1} into block "
-                                     f"{b}, which {', '.join(others)} also references: a shared block is never "
-                                     "written (copy on write)")
+            if hi <= lo or s not in held:
+                continue
+            for j, b in held[s]:
+                if lo // B <= j <= (hi - 1) // B and counts[b] > 1:
+                    self.fail(i, op, f"s{s} wrote positions {lo}..{hi - 1} into block {b}, which is also referenced as "
+                                     f"{self._users(b, held)}: a shared block is never written (copy on write)")
+        if not touched and i >= 0:
+            return
+        owner: dict[int, list] = {}
+        for s, hl in held.items():
+            for j, b in hl:
+                if counts[b] > 1:
+                    owner.setdefault(b, []).append((s, j))
+        deepest: dict[tuple, int] = {}
+        for b, users in owner.items():
+            s0, j0 = users[0]
+            for s, j in users[1:]:
+                if j != j0:
+                    self.fail(i, op, f"block {b} is logical block {j0} of s{s0} and logical block {j} of s{s}: "
+                                     "two tables share a block only where both hold the same positions")
+            for a in range(len(users)):
+                for c in range(a + 1, len(users)):
+                    pair = (users[a][0], users[c][0])
+                    if pair[0] in touched or pair[1] in touched or i < 0:
+                        deepest[pair] = max(deepest.get(pair, -1), j0)
+        for (s, t), j in deepest.items():
+            qs, qt = spec.seqs[s], spec.seqs[t]
+            if qs.identity != qt.identity:
+                self.fail(i, op, f"s{s} (identity {qs.identity}) and s{t} (identity {qt.identity}) share blocks: "
+                                 "a block is shared only between histories of one identity")
+            upto = min(qs.n, qt.n, (j + 1) * B)
+            if common_prefix(qs.segs, qt.segs) < upto:
+                self.fail(i, op, f"s{s} and s{t} share logical block {j}, but their histories differ before "
+                                 f"position {upto}: a shared block holds one content")
 
     def reads(self, i: int, op: Any) -> None:
         spec = self.spec
+        read = self.read
         for s in spec.seqs:
-            got = self._call(i, op, self.read, s)
-            want = spec.expected(s)
-            diff = compare(got, want)
+            try:
+                gp, gk, gv = read(s)
+            except Unreadable as e:
+                raise Mismatch(self.name, i, op, str(e)) from None
+            except Exception as e:  # noqa: BLE001 - the cache raised on a spec-valid read
+                raise self.crash(i, op, e) from e
+            want, pb, kb, vb = spec.expected_bytes(s)
+            if gk.dtype is F32 and gv.dtype is F32 and gp.dtype is I64 and gp.tobytes() == pb \
+                    and gk.tobytes() == kb and gv.tobytes() == vb:
+                continue
+            diff = compare((gp, gk, gv), want)
             if diff is not None:
                 self.fail(i, op, f"read(s{s}): {diff}")
 
     def unchanged(self, i: int, op: Any, error: BaseException) -> None:
         """After an op that raised: the tables, the free count and every read are as before."""
-        before = (dict(self.tables), self.free)
+        before, free = self.tables, self.free
         try:
-            self.check(i, op)
+            self.check(i, op, tuple(self.spec.seqs))
         except Mismatch as e:
             self.fail(i, op, f"raised {type(error).__name__} ({error}) but changed the pool: {e.detail}")
-        if (self.tables, self.free) != before:
-            changed = [f"s{s}: {before[0].get(s)} -> {t}" for s, t in self.tables.items() if before[0].get(s) != t]
+        changed = [f"s{s}: {_tb(before[s])} -> {_tb(t)}" for s, t in self.tables.items()
+                   if s not in before or not np.array_equal(before[s], t)]
+        if changed or free != self.free:
             self.fail(i, op, f"raised {type(error).__name__} ({error}) but changed the pool: "
-                             + (", ".join(changed) or f"free blocks {before[1]} -> {self.free}"))
+                             + (", ".join(changed) or f"free blocks {free} -> {self.free}"))
 
     def sweep(self, i: int, op: Any) -> None:
         """Every block's refcount (end of a case): an unreferenced block has refcount 0."""
@@ -227,8 +304,8 @@ class Checker:
             return
         for b in range(self.spec.N):
             rc = self._call(i, op, self.refcount, b)
-            if rc != self.refs.get(b, 0):
-                self.fail(i, op, f"refcount({b}) = {rc!r}, but {self.refs.get(b, 0)} table entries reference it")
+            if rc != self.counts.get(b, 0):
+                self.fail(i, op, f"refcount({b}) = {rc!r}, but {self.counts.get(b, 0)} table entries reference it")
 
     # -- will an append find its blocks? -------------------------------------------
     def fits(self, items: list) -> bool:
@@ -238,15 +315,18 @@ class Checker:
         references."""
         spec = self.spec
         B, W, R = spec.B, spec.W, spec.R
-        need = sum(-(-k // B) + 1 for _, k in items)
-        if need <= self.free:
+        if sum(-(-k // B) + 1 for _, k in items) <= self.free:
             return True
         f = self.free
-        refs = dict(self.refs)
+        refs: dict = {}  # overlay on self.refs
         fresh = 0
+
+        def rc(x: Any) -> int:
+            return refs[x] if x in refs else self.counts.get(x, 0)
+
         for s, k in items:
             q = spec.seqs[s]
-            tbl = list(self.tables[s])
+            tbl: list = [None if b < 0 else int(b) for b in self.tables[s].tolist()]
             n, hw = q.n, q.hw
             kf = spec.keep_from(q)
             for _ in range(k):
@@ -254,12 +334,12 @@ class Checker:
                 if j >= len(tbl):
                     tbl.append(None)
                 x = tbl[j]
-                if x is None or refs[x] > 1:
+                if x is None or rc(x) > 1:
                     if f == 0:
                         return False
                     f -= 1
                     if x is not None:
-                        refs[x] -= 1
+                        refs[x] = rc(x) - 1
                     fresh += 1
                     x = ("new", fresh)
                     refs[x] = 1
@@ -271,12 +351,18 @@ class Checker:
                 for jj in range(kf, min(kf2, len(tbl))):
                     y = tbl[jj]
                     if y is not None:
-                        refs[y] -= 1
+                        refs[y] = rc(y) - 1
                         if refs[y] == 0:
                             f += 1
                         tbl[jj] = None
                 kf = max(kf, kf2)
         return True
+
+
+def _tb(tbl: np.ndarray) -> str:
+    """A table as the protocol writes it (``None`` for none), shortened."""
+    out = [None if b < 0 else int(b) for b in tbl.tolist()]
+    return str(out) if len(out) <= 12 else f"[... {len(out) - 8} entries ..., " + str(out[-8:])[1:]
 
 
 def compare(got: tuple, want: tuple) -> Optional[str]:

@@ -54,7 +54,7 @@ class Payloads:
     def _grow(self, lineage: int, hi: int) -> None:
         old = self._k.get(lineage)
         have = 0 if old is None else old.shape[0]
-        cap = max(64, have)
+        cap = max(16, have)
         while cap < hi:
             cap *= 2
         p = np.arange(have, cap, dtype=np.uint64)[:, None]
@@ -106,13 +106,17 @@ def common_prefix(a: Segs, b: Segs) -> int:
 class SeqSpec:
     """One live sequence of the spec: its history, length, identity, high-water mark and admitted base."""
 
-    __slots__ = ("segs", "n", "identity", "hw", "base", "cur")
+    __slots__ = ("segs", "n", "identity", "hw", "base", "cur", "want")
 
     def __init__(self, segs: Segs, n: int, identity: int, hw: int, base: int, cur: int):
         self.segs, self.n, self.identity, self.hw, self.base, self.cur = segs, n, identity, hw, base, cur
+        #: The expected read and its bytes, while the history is unchanged (``None``: to compute).
+        self.want = None
 
     def copy(self, cur: int) -> "SeqSpec":
-        return SeqSpec(list(self.segs), self.n, self.identity, self.hw, self.base, cur)
+        out = SeqSpec(list(self.segs), self.n, self.identity, self.hw, self.base, cur)
+        out.want = self.want
+        return out
 
 
 class PagedSpec:
@@ -157,6 +161,14 @@ class PagedSpec:
         q = self.seqs[s]
         return self.entries(q.segs, max(0, q.n - self.W + 1), q.n)
 
+    def expected_bytes(self, s: int) -> tuple:
+        """``(expected read, its positions', keys' and values' bytes)``, kept while the history is unchanged."""
+        q = self.seqs[s]
+        if q.want is None:
+            want = self.expected(s)
+            q.want = (want, want[0].tobytes(), want[1].tobytes(), want[2].tobytes())
+        return q.want
+
     # -- bounds and the rule -----------------------------------------------------
     def floor(self, q: SeqSpec) -> int:
         """The lowest length a rollback may return ``q`` to (``n`` itself without rollback)."""
@@ -195,6 +207,7 @@ class PagedSpec:
                 q.segs.append((l, lo, hi))
             q.n = hi
         q.hw = max(q.hw, q.n)
+        q.want = None
         self._note_full(q, n0)
 
     def grow(self, s: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -214,6 +227,7 @@ class PagedSpec:
         """Withdraw the last ``r`` tokens; the tokens appended next are a new lineage (other payloads)."""
         q = self.seqs[s]
         q.n -= r
+        q.want = None
         q.segs = list(clip(q.segs, q.n))
         q.cur = self.new_lineage()
 

@@ -106,29 +106,16 @@ class PagedTarget(Target):
         return None
 
     def _rollbacks_fit(self, case: PagedCase) -> str | None:
-        spec = PagedSpec(case.window, case.block_size, case.num_blocks, 1, self.max_rollback)
+        """Why a ``spec`` op of ``case`` would roll back further than this cache's ``max_rollback`` allows
+        (below ``max(high-water mark - R, the longest hit an admit may have picked)``), or ``None``."""
+        from fuzz.paged.strategies import _State
+
+        S = _State(case.window, case.block_size, self.max_rollback)
         for i, op in enumerate(case.ops):
-            t = type(op)
-            if t is Add:
-                spec.add(op.seq)
-            elif t is Push or t is Chunk:
-                spec.grow(op.seq, 1 if t is Push else op.n)
-            elif t is Batch:
-                for s in op.seqs:
-                    spec.grow(s, 1)
-            elif t is Fork:
-                spec.fork(op.src, op.dst)
-            elif t is Free:
-                spec.free(op.seq)
-            elif t is Admit:
-                spec.admitted(op.dst, spec.seqs[op.src].segs, 0, 0)
-                spec.extend(op.dst, list(clip(spec.seqs[op.src].segs, op.length)))
-            elif t is Spec:
-                spec.grow(op.seq, op.k)
-                why = spec.rollback_ok(op.seq, op.r)
-                if why is not None:
-                    return f"op #{i} ({op.text}): {why}"
-                spec.rollback(op.seq, op.r)
+            if type(op) is Spec and op.r > S.max_rollback_after(op.seq, op.k):
+                return (f"op #{i} ({op.text}) rolls back {op.r} tokens; {self.name} (max_rollback "
+                        f"{self.max_rollback}) may withdraw at most {S.max_rollback_after(op.seq, op.k)} there")
+            S.apply(op)
         return None
 
     # -- one case ------------------------------------------------------------------
@@ -219,9 +206,15 @@ class Run:
             chk.check(i, op, (op.seq,))
         elif ty is Admit:
             q = spec.seqs[op.src]
-            self.admit(i, op, op.dst, list(clip(q.segs, op.length)), op.length, op.identity)
+            m = min(op.length, q.n)  # shorter only where an earlier append was refused (pool exhausted)
+            if m == 0:
+                self.call(i, op, obj.add, op.dst)
+                spec.add(op.dst)
+                chk.check(i, op, (op.dst,))
+            else:
+                self.admit(i, op, op.dst, list(clip(q.segs, m)), m, op.identity)
         elif ty is Spec:
-            if self.append(i, op, op.seq, op.k, chunk=True):
+            if self.append(i, op, op.seq, op.k, chunk=True) and spec.rollback_ok(op.seq, op.r) is None:
                 self.call(i, op, obj.rollback, op.seq, op.r)
                 spec.rollback(op.seq, op.r)
                 chk.check(i, op, (op.seq,))
@@ -334,16 +327,19 @@ class Run:
 
 
 def make_paged_c() -> PagedTarget:
-    """``paged-c``: the C reference pool compiled at install (``impl._pagedkv``)."""
-    from impl.paged import PagedC, api_backend
+    """``paged-c``: the C reference pool compiled at install (``impl._pagedkv``), through
+    :class:`impl.paged.PagedC` (the checker's reads short-cut by :class:`fuzz.paged.fastc.CheckedPagedC`)."""
+    from fuzz.paged.fastc import CheckedPagedC
+    from impl.paged import api_backend
 
     api_backend()  # Unavailable (not built) before anything else
-    return PagedTarget("paged-c", PagedC, native=True)
+    return PagedTarget("paged-c", CheckedPagedC, native=True)
 
 
 def make_paged_c_library(path: str) -> PagedTarget:
     """``paged-c:PATH.so``: any shared library implementing ``csrc/pagedkv.h`` (every symbol checked now)."""
-    from impl.paged import PagedC, load_paged_library
+    from fuzz.paged.fastc import CheckedPagedC
+    from impl.paged import load_paged_library
     from impl.ring import LibraryError
 
     spec = "paged-c:" + path
@@ -355,7 +351,7 @@ def make_paged_c_library(path: str) -> PagedTarget:
         backend = load_paged_library(path)
     except LibraryError as e:
         raise TargetError(f"{spec}: {e}") from e
-    return PagedTarget(spec, lambda: PagedC(backend=backend), native=True)
+    return PagedTarget(spec, lambda: CheckedPagedC(backend=backend), native=True)
 
 
 def make_paged_py(path: str) -> PagedTarget:

@@ -1,0 +1,77 @@
+"""``CheckedPagedC``: :class:`impl.paged.PagedC` with the entry points the checker calls after every op
+made cheap — ``read_arrays``, ``table_array``, ``free_blocks``, ``length``, ``refcount`` call the C
+functions of ``pagedkv.h`` straight into buffers allocated once per pool (cffi pointers made once),
+instead of converting every argument and wrapping every buffer per call.
+
+Only the success path is short-cut: a call that returns any status but ``PAGEDKV_OK`` is made again
+through :class:`~impl.paged.PagedC`'s own method, which raises its typed error (a capacity shortfall
+grows the buffer first). The ops themselves (append, fork, admit, ...) are PagedC's, unchanged, so
+what is fuzzed is exactly the binding users call. Measured by ``kvwindow bench --only paged``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from impl.paged import OK, PagedC
+
+
+class CheckedPagedC(PagedC):
+    """PagedC plus fast, array-returning reads for the checker (module docstring)."""
+
+    def configure(self, window: int, block_size: int, num_blocks: int, width: int) -> None:
+        super().configure(window, block_size, num_blocks, width)
+        self._reads(max(1, int(window) - 1))
+        self._tables(64)
+        self._o = self._ffi.new("int64_t *")
+
+    def _reads(self, cap: int) -> None:
+        d = self._cfg[3]
+        self._rp = np.empty(cap, dtype=np.int64)
+        self._rk = np.empty((cap, d), dtype=np.float32)
+        self._rv = np.empty((cap, d), dtype=np.float32)
+        fb = self._ffi.from_buffer
+        self._rptr = (cap, fb("int64_t[]", self._rp), fb("float[]", self._rk), fb("float[]", self._rv))
+
+    def _tables(self, cap: int) -> None:
+        self._tb = np.empty(cap, dtype=np.int64)
+        self._tptr = (cap, self._ffi.from_buffer("int64_t[]", self._tb))
+
+    def read_arrays(self, seq: int):
+        h = self._h
+        if h is not None:
+            cap, p, k, v = self._rptr
+            if self._lib.pagedkv_read(h, seq, cap, p, k, v, self._o) == OK:
+                m = self._o[0]
+                return self._rp[:m], self._rk[:m], self._rv[:m]
+            if self._o[0] > cap:  # a read longer than W - 1: seen, then judged by the checker
+                self._reads(int(self._o[0]))
+                return self.read_arrays(seq)
+        return super().read_arrays(seq)
+
+    def table_array(self, seq: int) -> np.ndarray:
+        """``table(seq)`` as an ``int64`` array (``-1`` for none), a view of a buffer this object reuses."""
+        h = self._h
+        if h is not None:
+            cap, t = self._tptr
+            if self._lib.pagedkv_table(h, seq, cap, t, self._o) == OK:
+                return self._tb[:self._o[0]]
+            if self._o[0] > cap:
+                self._tables(2 * int(self._o[0]))
+                return self.table_array(seq)
+        return np.array([-1 if b is None else b for b in super().table(seq)], dtype=np.int64)
+
+    def free_blocks(self) -> int:
+        if self._h is not None and self._lib.pagedkv_free_blocks(self._h, self._o) == OK:
+            return self._o[0]
+        return super().free_blocks()
+
+    def length(self, seq: int) -> int:
+        if self._h is not None and self._lib.pagedkv_length(self._h, seq, self._o) == OK:
+            return self._o[0]
+        return super().length(seq)
+
+    def refcount(self, block: int) -> int:
+        if self._h is not None and self._lib.pagedkv_refcount(self._h, block, self._o) == OK:
+            return self._o[0]
+        return super().refcount(block)
