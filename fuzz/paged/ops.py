@@ -508,6 +508,18 @@ class PagedCase:
         """Every one-step smaller well-formed variant, simplest first: drop an op, shrink a chunk, a
         batch, an admit's prompt or a speculative step, fewer blocks, a narrower window or block."""
         ops = list(self.ops)
+        for s in sorted({s for op in ops for s in _names(op)}, reverse=True):  # a sequence's whole life
+            c = self.well_formed([op for op in ops if s not in _names(op)])
+            if c is not None and len(c.ops) < len(ops):
+                yield c
+        for i, op in enumerate(ops):  # one life of a sequence: from the op that creates it to its free
+            if type(op) in (Add, Fork, Admit):
+                s = op.seq if type(op) is Add else op.dst
+                end = next((k for k in range(i + 1, len(ops)) if type(ops[k]) is Free and ops[k].seq == s), None)
+                if end is not None:
+                    c = self.well_formed([o for k, o in enumerate(ops) if not (i <= k <= end and s in _names(o))])
+                    if c is not None:
+                        yield c
         for i in range(len(ops)):
             c = self.well_formed(ops[:i] + ops[i + 1:])
             if c is not None:
@@ -534,6 +546,17 @@ class PagedCase:
             for m in sorted({lo, v // 2, v - 1}):
                 if lo <= m < v:
                     yield self.replace(**{field: m})
+
+
+def _names(op: PagedOp) -> tuple[int, ...]:
+    """The sequences an op names."""
+    if type(op) is Fork:
+        return (op.src, op.dst)
+    if type(op) is Admit:
+        return (op.dst, op.src)
+    if type(op) is Batch:
+        return op.seqs
+    return (op.seq,)
 
 
 def _ops_from_json(raw: Any) -> tuple[PagedOp, ...]:

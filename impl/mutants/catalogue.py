@@ -12,7 +12,9 @@ the buggy implementation (:meth:`Mutant.implementation`). Three kinds:
   of the shared library (it speaks the ``c:`` ABI);
 * ``decoder``: the decoder mutants of :mod:`impl.mutants.decoder_mutants`
   (wrong RoPE position, W + 1 keys, mask diagonal); builds the
-  :class:`~impl.mutants.decoder_mutants.DecoderMutant`.
+  :class:`~impl.mutants.decoder_mutants.DecoderMutant`;
+* ``paged-c`` / ``py-paged``: the paged pool's bug classes (:mod:`impl.mutants.paged_mutants`): a copy of
+  ``csrc/pagedkv.c`` compiled with one edit, or :class:`~impl.mutants.paged_pool.BlockPool` with one.
 
 Wrapping each as a campaign target a campaign must kill, and running those
 campaigns, is the harness's job: :mod:`fuzz.killtable` (DESIGN §2: nothing in
@@ -472,8 +474,10 @@ def _decoder_mutants() -> list[Mutant]:
 
 
 def catalogue() -> list[Mutant]:
-    """Every mutant, Python ring first, then C ring, then decoder."""
-    return [*PY_RING, *C_RING, *_decoder_mutants()]
+    """Every mutant, Python ring first, then C ring, then decoder, then paged (:mod:`impl.mutants.paged_mutants`)."""
+    from impl.mutants.paged_mutants import paged_mutants
+
+    return [*PY_RING, *C_RING, *_decoder_mutants(), *paged_mutants()]
 
 
 def select(names: list[str] | None) -> list[Mutant]:
