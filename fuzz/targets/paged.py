@@ -160,8 +160,10 @@ class Run:
             if slot is not None:
                 slot[OP] = -1
             self.call(-1, None, obj.configure, case.window, case.block_size, case.num_blocks, case.width)
+            # Payloads salted by the case: a replay sees the same ones, another case never does (state a pool
+            # keeps from an earlier one cannot match by chance).
             self.spec = spec = PagedSpec(case.window, case.block_size, case.num_blocks, case.width, t.max_rollback,
-                                         salt=0)
+                                         salt=int(case.id[:8], 16))
             self.chk = Checker(t.name, obj, spec, self.crash, has_arrays=t.arrays)
             self.chk.check(-1, None)
             last = -1
