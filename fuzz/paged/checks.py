@@ -203,8 +203,9 @@ class Checker:
             j = kf + next(j for j, b in enumerate(tail) if b < 0 or b >= N)
             if tbl[j] >= N:
                 self.fail(i, op, f"table(s{s})[{j}] = {int(tbl[j])} is not a block id 0 .. {N - 1}")
-            what = "holds a position the next query needs" if j >= spec.needed_from(q) else \
-                f"a rollback to {spec.floor(q)} (max_rollback {spec.R}) may need it again"
+            what = f"is kept by the freeing rule (({j}+1)*{B} > n-W+1 = {q.n - spec.W + 1})" \
+                if j >= spec.needed_from(q) else \
+                f"may be needed again by a rollback to {spec.floor(q)} (max_rollback {spec.R})"
             self.fail(i, op, f"logical block {j} of s{s} (positions {j * B}..{j * B + B - 1}, n = {q.n}) "
                              f"{what}, but its table entry is none: freed before the rule allows")
         held = list(enumerate(tail, kf))

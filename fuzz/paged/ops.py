@@ -508,6 +508,10 @@ class PagedCase:
         """Every one-step smaller well-formed variant, simplest first: drop an op, shrink a chunk, a
         batch, an admit's prompt or a speculative step, fewer blocks, a narrower window or block."""
         ops = list(self.ops)
+        for k in sorted({len(ops) // 4, len(ops) // 2, 3 * len(ops) // 4}):  # a failing prefix, found in a few runs
+            c = self.well_formed(ops[:k]) if 0 < k < len(ops) else None
+            if c is not None:
+                yield c
         for s in sorted({s for op in ops for s in _names(op)}, reverse=True):  # a sequence's whole life
             c = self.well_formed([op for op in ops if s not in _names(op)])
             if c is not None and len(c.ops) < len(ops):
