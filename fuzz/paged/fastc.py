@@ -26,16 +26,43 @@ class CheckedPagedC(PagedC):
         self._o = self._ffi.new("int64_t *")
 
     def _reads(self, cap: int) -> None:
+        """One buffer for a read: positions (``int64[cap]``), then keys and values (``float32[cap, D]``), so a
+        read of ``cap`` entries is one run of bytes (:meth:`read_blob`)."""
         d = self._cfg[3]
-        self._rp = np.empty(cap, dtype=np.int64)
-        self._rk = np.empty((cap, d), dtype=np.float32)
-        self._rv = np.empty((cap, d), dtype=np.float32)
+        self._blob = np.empty(8 * cap + 8 * cap * d, dtype=np.uint8)
+        self._rp = self._blob[:8 * cap].view(np.int64)
+        self._rk = self._blob[8 * cap:8 * cap + 4 * cap * d].view(np.float32).reshape(cap, d)
+        self._rv = self._blob[8 * cap + 4 * cap * d:].view(np.float32).reshape(cap, d)
         fb = self._ffi.from_buffer
         self._rptr = (cap, fb("int64_t[]", self._rp), fb("float[]", self._rk), fb("float[]", self._rv))
 
     def _tables(self, cap: int) -> None:
         self._tb = np.empty(cap, dtype=np.int64)
         self._tptr = (cap, self._ffi.from_buffer("int64_t[]", self._tb))
+
+    def read_blob(self, seq: int):
+        """The bytes of a successful read — positions, keys, values, concatenated — or ``None`` (then
+        :meth:`read_arrays` says what went wrong)."""
+        h = self._h
+        if h is None:
+            return None
+        cap, p, k, v = self._rptr
+        if self._lib.pagedkv_read(h, seq, cap, p, k, v, self._o) != OK:
+            return None
+        m = self._o[0]
+        if m == cap:
+            return self._blob.tobytes()
+        return self._rp[:m].tobytes() + self._rk[:m].tobytes() + self._rv[:m].tobytes()
+
+    def table_blob(self, seq: int):
+        """The bytes of ``table_array(seq)``, or ``None`` (then :meth:`table_array` says what went wrong)."""
+        h = self._h
+        if h is None:
+            return None
+        cap, t = self._tptr
+        if self._lib.pagedkv_table(h, seq, cap, t, self._o) != OK:
+            return None
+        return self._tb[:self._o[0]].tobytes()
 
     def read_arrays(self, seq: int):
         h = self._h

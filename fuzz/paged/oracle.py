@@ -139,6 +139,7 @@ class PagedSpec:
         return self._lineages
 
     def positions(self, lo: int, hi: int) -> np.ndarray:
+        """``lo .. hi-1`` as ``int64`` (a view of one growing range)."""
         if hi > self._pos.shape[0]:
             self._pos = np.arange(max(hi, 2 * self._pos.shape[0]), dtype=np.int64)
         return self._pos[lo:hi]
@@ -146,6 +147,12 @@ class PagedSpec:
     def entries(self, segs: Segs, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Positions, keys and values of ``lo .. hi-1`` of the history ``segs`` (views when one segment
         holds them all, the common case)."""
+        if segs:
+            ln, a, b = segs[-1]
+            if a <= lo and hi <= b:  # the common case: one segment, the last, holds them all
+                k = self.payloads._k.get(ln)
+                if k is not None and k.shape[0] >= hi:
+                    return self.positions(lo, hi), k[lo:hi], self.payloads._v[ln][lo:hi]
         parts = [(l, max(lo, a), min(hi, b)) for l, a, b in segs if a < hi and b > lo]
         if len(parts) == 1:
             k, v = self.payloads.rows(*parts[0])
@@ -162,11 +169,13 @@ class PagedSpec:
         return self.entries(q.segs, max(0, q.n - self.W + 1), q.n)
 
     def expected_bytes(self, s: int) -> tuple:
-        """``(expected read, its positions', keys' and values' bytes)``, kept while the history is unchanged."""
+        """``(expected read, its positions', keys' and values' bytes, the three concatenated)``, kept while the
+        history is unchanged."""
         q = self.seqs[s]
         if q.want is None:
             want = self.expected(s)
-            q.want = (want, want[0].tobytes(), want[1].tobytes(), want[2].tobytes())
+            pb, kb, vb = want[0].tobytes(), want[1].tobytes(), want[2].tobytes()
+            q.want = (want, pb, kb, vb, pb + kb + vb)
         return q.want
 
     # -- bounds and the rule -----------------------------------------------------
