@@ -318,9 +318,11 @@ class Checker:
     def unchanged(self, i: int, op: Any, error: BaseException) -> None:
         """After an op that raised: the tables, the free count and every read are as before."""
         before, free = self.tables, self.free
+        from fuzz.targets.base import Crash
+
         try:
             self.check(i, op, tuple(self.spec.seqs))
-        except Mismatch as e:
+        except (Mismatch, Crash) as e:
             self.fail(i, op, f"raised {type(error).__name__} ({error}) but changed the pool: {e.detail}")
         changed = [f"s{s}: {_tb(before[s])} -> {_tb(t)}" for s, t in self.tables.items()
                    if s not in before or not np.array_equal(before[s], t)]
