@@ -445,4 +445,5 @@ SECTIONS: dict[str, Callable[[Budget, Callable[[str], None]], dict[str, Any]]] =
     "gpu": section_gpu,
     "long": section_long,
     "bugs": lambda b, log: helper("fuzz.bench.bugs:section_bugs")(b, log),
+    "paged": lambda b, log: helper("fuzz.bench.paged:section_paged")(b, log),
 }
