@@ -19,7 +19,7 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from impl.mutants.catalogue import Mutant, MutantError, MutantUnavailable, apply_edit, cache_dir
+from impl.mutants.base import Mutant, MutantError, MutantUnavailable, apply_edit, cache_dir
 
 # -- public reports of the same mistakes -------------------------------------------------------------
 SWA_BLOCKS = "https://github.com/vllm-project/vllm/pull/17398"  # window 4, block 2: the hit needs 2 blocks
