@@ -13,7 +13,7 @@ from fuzz.targets.base import EFFICIENCY, Crash, HarnessFault, Mismatch, failure
 from fuzz.targets.paged import PagedTarget, make_paged_c
 from impl.mutants.paged_pool import BlockPool
 from pyspec.paged import PagedPool
-from tests.support.paged_caches import WRONG, NoRollbackBlockPool, SharedAllocatorPool, wrong
+from tests.support.paged_caches import WRONG, MinimalPool, NoRollbackBlockPool, SharedAllocatorPool, wrong
 
 
 def cases_for(t: PagedTarget, drawn: int = 40) -> list[PagedCase]:
@@ -32,7 +32,8 @@ def first_failure(t: PagedTarget, cases) -> BaseException | None:
 
 
 @pytest.mark.parametrize("make", [make_paged_c, lambda: PagedTarget("pyspec", PagedPool),
-                                  lambda: PagedTarget("block", BlockPool)], ids=["paged-c", "pyspec", "block"])
+                                  lambda: PagedTarget("block", BlockPool), lambda: PagedTarget("minimal", MinimalPool)],
+                         ids=["paged-c", "pyspec", "block", "minimal"])
 def test_correct_pools_pass(make):
     t = make()
     assert first_failure(t, cases_for(t, 30)) is None
@@ -40,6 +41,13 @@ def test_correct_pools_pass(make):
 
 def test_declared_ops():
     assert make_paged_c().paged_ops == ("fork", "admit")
+    assert PagedTarget("minimal", MinimalPool).paged_ops == ()
+
+    class NoBound(BlockPool):
+        max_rollback = None
+
+    nb = PagedTarget("nobound", NoBound)
+    assert "rollback" not in nb.paged_ops and "no max_rollback" in nb.notes[0]
     b = PagedTarget("block", BlockPool)
     assert b.paged_ops == ("fork", "admit", "rollback", "append_batch") and b.max_rollback == 4
     assert PagedTarget("n", NoRollbackBlockPool).paged_ops == ("fork", "admit")

@@ -1,8 +1,8 @@
 """What the paged checker asserts after every op (docs/paged.md "What a checker asserts"), on any cache
-that speaks the Python paged protocol — only ``read``, ``table`` and ``free_blocks`` are needed; a cache
-that also has ``length(seq)`` or ``refcount(block)`` has those checked too.
+that speaks the Python paged protocol — only ``read``, ``table`` and ``free_blocks`` are needed.
 
-Correctness (a failure is a :class:`~fuzz.targets.base.Mismatch`):
+A cache whose ``paged_queries`` lists ``length`` (its ``n_s``) or ``refcount`` (table entries per block) has those
+checked too. Correctness (a failure is a :class:`~fuzz.targets.base.Mismatch`):
 
 * **reads** — every live sequence's ``read`` equals ``lastWindow (W-1)`` of its own history, so no op on
   one sequence changes what another reads (``paged_read_window``, ``paged_independent``);
@@ -119,8 +119,11 @@ class Checker:
         self.tblob = getattr(obj, "table_blob", None) if callable(getattr(obj, "table_blob", None)) else None
         self.rblob = getattr(obj, "read_blob", None) if has_arrays and callable(getattr(obj, "read_blob", None)) \
             else None
-        self.length = getattr(obj, "length", None) if callable(getattr(obj, "length", None)) else None
-        self.refcount = getattr(obj, "refcount", None) if callable(getattr(obj, "refcount", None)) else None
+        # length(seq) and refcount(block) are not in the protocol: checked where the class says they mean n_s and
+        # the number of table entries referencing the block (``paged_queries``), never guessed from a name.
+        extras = getattr(obj, "paged_queries", ())
+        self.length = obj.length if "length" in extras and callable(getattr(obj, "length", None)) else None
+        self.refcount = obj.refcount if "refcount" in extras and callable(getattr(obj, "refcount", None)) else None
         self.tables: dict[int, np.ndarray] = {}
         #: Block -> how many table entries reference it (absent: none), as last observed.
         self.counts: dict[int, int] = {}

@@ -19,6 +19,9 @@ from impl.paged import OK, PagedC
 class CheckedPagedC(PagedC):
     """PagedC plus fast, array-returning reads for the checker (module docstring)."""
 
+    #: ``length`` is ``n_s`` and ``refcount`` the references to a block (``pagedkv.h``): the checker checks both.
+    paged_queries = ("length", "refcount")
+
     def configure(self, window: int, block_size: int, num_blocks: int, width: int) -> None:
         super().configure(window, block_size, num_blocks, width)
         self._reads(max(1, int(window) - 1))

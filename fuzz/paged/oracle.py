@@ -66,6 +66,7 @@ class Payloads:
         k, v = rows
         if old is not None:
             k, v = np.concatenate([old, k]), np.concatenate([self._v[lineage], v])
+        k.flags.writeable = v.flags.writeable = False  # handed to caches as views: none may write the oracle's
         self._k[lineage], self._v[lineage] = k, v
 
     def rows(self, lineage: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:

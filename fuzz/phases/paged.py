@@ -42,6 +42,9 @@ class PagedTours(ExplicitPhase):
 
     def cases(self, camp: Campaign) -> list:
         t = camp.target
+        for note in getattr(t, "notes", ()):
+            if note not in camp.res.warnings:
+                camp.res.warnings.append(note)
         width = camp.config.width or 4
         return [c for c in tours(getattr(t, "paged_ops", ()), width=width, rollback=getattr(t, "max_rollback", 0))
                 if c.window <= camp.window_max]

@@ -76,12 +76,19 @@ class PagedTarget(Target):
                               f"(needs {', '.join(PAGED_METHODS)}; optional: {', '.join(OPTIONAL)})")
         self.paged_ops = declared_ops(probe, name)
         self.max_rollback = 0
+        #: Why an optional method the class has is not drawn (``kvwindow fuzz`` prints it as a warning).
+        self.notes: list[str] = []
         if "rollback" in self.paged_ops:
             r = getattr(probe, "max_rollback", None)
-            if isinstance(r, bool) or not isinstance(r, int) or r < 1:
-                raise TargetError(f"{name}: a cache with rollback declares max_rollback, the most tokens a rollback "
-                                  f"may withdraw (an int >= 1), got {r!r}")
-            self.max_rollback = r
+            if r is None:  # without the bound the rule it frees by is unknown: its rollbacks are not drawn
+                self.paged_ops = tuple(m for m in self.paged_ops if m != "rollback")
+                self.notes.append(f"{name} has rollback but no max_rollback (the most tokens a rollback may "
+                                  "withdraw, docs/paged.md): no speculative step is drawn")
+            elif isinstance(r, bool) or not isinstance(r, int) or r < 1:
+                raise TargetError(f"{name}: max_rollback must be an int >= 1 (the most tokens a rollback may "
+                                  f"withdraw), got {r!r}")
+            else:
+                self.max_rollback = r
         err = getattr(probe, "exhausted_error", None)
         self.exhausted_error = err if isinstance(err, type) and issubclass(err, BaseException) else None
         self.arrays = callable(getattr(probe, "read_arrays", None)) and callable(getattr(probe, "append_arrays", None))

@@ -55,6 +55,8 @@ class BlockPool:
     max_rollback = 4
     #: What an append that finds the pool empty raises.
     exhausted_error = PoolExhausted
+    #: ``length(seq)`` is ``n_s``, ``refcount(block)`` the table entries referencing it (checked by the harness).
+    paged_queries = ("length", "refcount")
 
     def __init__(self) -> None:
         self.cfg = None

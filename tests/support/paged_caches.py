@@ -70,3 +70,74 @@ class NoRollbackBlockPool(BlockPool):
     """BlockPool declaring only fork and admit (the strategies then draw no spec step and no batch call)."""
 
     paged_ops = ("fork", "admit")
+
+
+class MinimalPool:
+    """A paged pool written apart from BlockPool, with only the protocol's required methods: tables as tuples,
+    reads as lists of plain-list payloads, an error class of its own — what a user's cache may look like."""
+
+    class Full(Exception):
+        pass
+
+    def configure(self, window, block_size, num_blocks, width):
+        self.W, self.B, self.N = window, block_size, num_blocks
+        self.slots = {}  # (block, slot) -> (pos, key list, value list)
+        self.refs = [0] * num_blocks
+        self.free_q = list(range(num_blocks))
+        self.tabs, self.n = {}, {}
+
+    def add(self, seq):
+        if seq in self.tabs:
+            raise KeyError(seq)
+        self.tabs[seq], self.n[seq] = [], 0
+
+    def _one(self, seq, pos, key, value):
+        if pos != self.n[seq]:
+            raise ValueError(pos)
+        j, tab = pos // self.B, self.tabs[seq]
+        if j == len(tab):
+            if not self.free_q:
+                raise MinimalPool.Full("no block")
+            b = self.free_q.pop(0)
+            self.refs[b] = 1
+            tab.append(b)
+        self.slots[(tab[j], pos % self.B)] = (pos, [float(x) for x in key], [float(x) for x in value])
+        self.n[seq] += 1
+        for jj in range(len(tab)):
+            if tab[jj] is not None and (jj + 1) * self.B <= self.n[seq] - self.W + 1:
+                self.refs[tab[jj]] -= 1
+                if self.refs[tab[jj]] == 0:
+                    self.free_q.append(tab[jj])
+                tab[jj] = None
+
+    def append(self, seq, pos, key, value):
+        self._one(seq, pos, key, value)
+
+    def append_chunk(self, seq, entries):
+        import copy
+
+        saved = copy.deepcopy((self.slots, self.refs, self.free_q, self.tabs, self.n))
+        try:
+            for e in entries:
+                self._one(seq, *e)
+        except Exception:
+            self.slots, self.refs, self.free_q, self.tabs, self.n = saved
+            raise
+
+    def free(self, seq):
+        for b in self.tabs.pop(seq):
+            if b is not None:
+                self.refs[b] -= 1
+                if self.refs[b] == 0:
+                    self.free_q.append(b)
+        del self.n[seq]
+
+    def read(self, seq):
+        n = self.n[seq]
+        return [self.slots[(self.tabs[seq][q // self.B], q % self.B)] for q in range(max(0, n - self.W + 1), n)]
+
+    def table(self, seq):
+        return tuple(self.tabs[seq])
+
+    def free_blocks(self):
+        return len(self.free_q)
