@@ -24,9 +24,9 @@ class CheckedPagedC(PagedC):
 
     def configure(self, window: int, block_size: int, num_blocks: int, width: int) -> None:
         super().configure(window, block_size, num_blocks, width)
+        self._o = self._ffi.new("int64_t *")
         self._reads(max(1, int(window) - 1))
         self._tables(64)
-        self._o = self._ffi.new("int64_t *")
 
     def _reads(self, cap: int) -> None:
         """One buffer for a read: positions (``int64[cap]``), then keys and values (``float32[cap, D]``), so a
@@ -38,10 +38,35 @@ class CheckedPagedC(PagedC):
         self._rv = self._blob[8 * cap + 4 * cap * d:].view(np.float32).reshape(cap, d)
         fb = self._ffi.from_buffer
         self._rptr = (cap, fb("int64_t[]", self._rp), fb("float[]", self._rk), fb("float[]", self._rv))
+        self.read_blob = self._read_blob_fn()
+
+    def _read_blob_fn(self):
+        """:meth:`read_blob` with everything it touches bound once (it runs for every live sequence after every op)."""
+        call, h, o, blob = self._lib.pagedkv_read, self._h, self._o, self._blob
+        cap, p, k, v = self._rptr
+        rp, rk, rv = self._rp, self._rk, self._rv
+
+        def read_blob(seq: int):
+            if call(h, seq, cap, p, k, v, o) != OK:
+                return None
+            m = o[0]
+            if m == cap:
+                return blob.tobytes()
+            return rp[:m].tobytes() + rk[:m].tobytes() + rv[:m].tobytes()
+
+        return read_blob
 
     def _tables(self, cap: int) -> None:
         self._tb = np.empty(cap, dtype=np.int64)
         self._tptr = (cap, self._ffi.from_buffer("int64_t[]", self._tb))
+        call, h, o, tb, t = self._lib.pagedkv_table, self._h, self._o, self._tb, self._tptr[1]
+
+        def table_blob(seq: int):
+            if call(h, seq, cap, t, o) != OK:
+                return None
+            return tb[:o[0]].tobytes()
+
+        self.table_blob = table_blob
 
     def read_blob(self, seq: int):
         """The bytes of a successful read — positions, keys, values, concatenated — or ``None`` (then
@@ -105,3 +130,9 @@ class CheckedPagedC(PagedC):
         if self._h is not None and self._lib.pagedkv_refcount(self._h, block, self._o) == OK:
             return self._o[0]
         return super().refcount(block)
+
+    def close(self) -> None:
+        """Free the C pool; the bound fast paths go with it (they hold the handle)."""
+        self.__dict__.pop("read_blob", None)
+        self.__dict__.pop("table_blob", None)
+        super().close()

@@ -300,7 +300,7 @@ def paged_cases(draw, ops: Iterable[str] = (), *, window_max: int = 16, rollback
 
 
 #: Ops per seeded case, at most (the campaign's generated batches).
-LONG_OPS = 400
+LONG_OPS = 600
 
 
 def seeded_cases(ops: Iterable[str] = (), *, window_max: int = 16, rollback: int = 0, max_ops: int = LONG_OPS):
