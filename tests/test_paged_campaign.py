@@ -104,3 +104,19 @@ def test_the_kill_table_kills_every_paged_mutant():
     for r in results:
         assert r.available and r.killed, (r.name, r.reason, r.error)
         assert r.seconds < 3 and len(r.case.ops) <= 12, (r.name, r.seconds, str(r.case))
+
+
+def test_seeds_cli_takes_paged_cases(tmp_path, capsys):
+    from fuzz.cli import main
+
+    d = str(tmp_path)
+    assert main(["seeds", "--seeds-dir", d, "add", "--paged", "3,2,8,4", "--ops", "+s0 s0 chunk:5 fork:s0>s1 s1 push"]) == 0
+    assert main(["seeds", "--seeds-dir", d, "add", "--window", "3", "--ops", "push chunk:4"]) == 0
+    assert main(["seeds", "--seeds-dir", d, "add", "--paged", "3,2", "--ops", "+s0"]) == 2
+    assert main(["seeds", "--seeds-dir", d, "add", "--paged", "3,2,8,4", "--ops", "s0 push"]) == 2
+    capsys.readouterr()
+    assert main(["seeds", "--seeds-dir", d, "list"]) == 0
+    assert "paged W=3 B=2 N=8 ops=4" in capsys.readouterr().out
+    assert main(["replay", "--seeds-dir", d, "--target", "paged-c"]) == 0
+    out = capsys.readouterr().out
+    assert "paged-c: ok" in out and "paged-c: skipped: paged-c is a paged cache" in out
