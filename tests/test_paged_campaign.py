@@ -120,3 +120,18 @@ def test_seeds_cli_takes_paged_cases(tmp_path, capsys):
     assert main(["replay", "--seeds-dir", d, "--target", "paged-c"]) == 0
     out = capsys.readouterr().out
     assert "paged-c: ok" in out and "paged-c: skipped: paged-c is a paged cache" in out
+
+
+def test_a_sequence_past_the_bound_is_an_efficiency_finding(tmp_path):
+    from fuzz.targets.paged import PagedTarget
+    from tests.support.paged_caches import wrong
+
+    t = PagedTarget("paged-py:tests.support.paged_caches:FreesByCacheLength", wrong("frees-by-cache-length"))
+    cfg = CampaignConfig(seconds=5, campaign_seed=1, seeds_dir=str(tmp_path), db=None)
+    res = fuzz_target(t, cfg)
+    assert res.failures and res.failures[0].kind == "efficiency", res.failures
+    saved = seedstore.load_seed(res.failures[0].seed_path)
+    assert saved.found["kind"] == "efficiency" and "more than the rule ever lets a sequence hold" in saved.found["error"]
+    # reduced: one sequence, a token or two past the bound (max_rollback 4: ceil((W+4-1)/B) + 1 blocks)
+    assert {type(o).__name__ for o in saved.case.ops} <= {"Add", "Push", "Chunk"} and len(saved.case.ops) <= 8, \
+        str(saved.case)
