@@ -242,16 +242,20 @@ class Run:
         else:
             raise TypeError(f"not a paged op: {op!r}")
 
-    def append(self, i: int, op: Any, s: int, k: int, *, chunk: bool, segs: list | None = None) -> bool:
+    def append(self, i: int, op: Any, s: int, k: int, *, chunk: bool, segs: list | None = None,
+               fits: bool | None = None, check: bool = True, flush: Any = None) -> bool:
         """Append ``k`` entries to ``s`` (its own lineage's next ones, or those of ``segs``): one ``append`` for a
-        push, one chunk otherwise. Returns whether they were appended (not refused for exhaustion)."""
+        push, one chunk otherwise. Returns whether they were appended (not refused for exhaustion).
+        ``check=False`` leaves the audit to the caller (a batch audits once, after its last append); ``fits``
+        is then the caller's prediction, and ``flush()`` audits what it appended before a refusal is judged."""
         spec, chk, obj = self.spec, self.chk, self.obj
         q = spec.seqs[s]
         lo = q.n
         src = [(q.cur, lo, lo + k)] if segs is None else \
             [(ln, max(a, lo), min(b, lo + k)) for ln, a, b in segs if a < lo + k and b > lo]
         pos, keys, vals = spec.entries(src, lo, lo + k)
-        fits = chk.fits([(s, k)])
+        if fits is None:
+            fits = chk.fits([(s, k)])
         try:
             if not chunk:
                 obj.append(s, lo, keys[0], vals[0])
@@ -260,18 +264,39 @@ class Run:
             else:
                 obj.append_chunk(s, [(lo + r, keys[r], vals[r]) for r in range(k)])
         except Exception as e:  # noqa: BLE001 - a refusal, or the cache's failure
+            if flush is not None:
+                flush()
             self.refused(i, op, e, fits)
             return False
         spec.extend(s, src)
         self.stats.tokens += k
-        chk.check(i, op, (s,), ((s, lo, lo + k),))
+        if check:
+            chk.check(i, op, (s,), ((s, lo, lo + k),))
         return True
 
     def batch(self, i: int, op: Batch) -> None:
         spec, chk, obj = self.spec, self.chk, self.obj
-        if "append_batch" not in self.t.paged_ops:
-            for s in op.seqs:
-                self.append(i, op, s, 1, chunk=False)
+        if "append_batch" not in self.t.paged_ops:  # one append each, audited once after the last
+            touched: list = []
+            wrote: list = []
+
+            def flush() -> None:
+                if touched:
+                    chk.check(i, op, tuple(touched), tuple(wrote))
+                    touched.clear()
+                    wrote.clear()
+
+            base, pre = 0, None
+            for k, s in enumerate(op.seqs):
+                if pre is None:  # every prefix's prediction from one audited state, before any of them runs
+                    pre = [chk.fits([(t, 1) for t in op.seqs[base:j + 1]]) for j in range(base, len(op.seqs))]
+                lo = spec.seqs[s].n
+                if self.append(i, op, s, 1, chunk=False, fits=pre[k - base], check=False, flush=flush):
+                    touched.append(s)
+                    wrote.append((s, lo, lo + 1))
+                else:
+                    base, pre = k + 1, None  # the refusal was judged on a freshly audited pool
+            flush()
             return
         items, wrote = [], []
         for s in op.seqs:
