@@ -374,9 +374,10 @@ class Checker:
 
         for s, k in items:
             q = spec.seqs[s]
-            tbl: list = [None if b < 0 else int(b) for b in self.tables[s].tolist()]
             n, hw = q.n, q.hw
             kf = spec.keep_from(q)
+            # only logical blocks from the first one the rule keeps can be written or released from here on
+            tbl: list = [None] * kf + [None if b < 0 else b for b in self.tables[s][kf:].tolist()]
             for _ in range(k):
                 j = n // B
                 if j >= len(tbl):
