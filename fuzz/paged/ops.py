@@ -492,7 +492,7 @@ class PagedCase:
         extra = set(doc) - {"window", "block_size", "num_blocks", "width", "ops"}
         missing = {"window", "block_size", "num_blocks", "width", "ops"} - set(doc)
         if missing or extra:
-            raise PagedOpError(f"a paged case has exactly window, block_size, num_blocks, width and ops"
+            raise PagedOpError("a paged case has exactly window, block_size, num_blocks, width and ops"
                                + (f"; missing {', '.join(sorted(missing))}" if missing else "")
                                + (f"; unknown {', '.join(sorted(extra))}" if extra else ""))
         return cls(doc["window"], doc["block_size"], doc["num_blocks"], doc["width"], _ops_from_json(doc["ops"]))
