@@ -132,6 +132,8 @@ class Checker:
         self.held: dict[int, list] = {}
         self.free = spec.N
         self.efficiency = dict.fromkeys(EFFICIENCY, 0)
+        #: A sequence past the block bound seen by the audit in progress (raised once the rest passed).
+        self.over: Optional[str] = None
         #: The first op index at which each efficiency observation was made.
         self.first: dict[str, int] = {}
 
@@ -163,6 +165,7 @@ class Checker:
         spec = self.spec
         N = spec.N
         tables, held, seen = {}, {}, self.tbytes
+        self.over = None
         new_bytes = {}
         table, read, tblob, rblob = self.table, self.read, self.tblob, self.rblob
         try:
@@ -231,6 +234,8 @@ class Checker:
             except Exception as e:  # noqa: BLE001 - the cache raised on a spec-valid query
                 raise self.crash(i, op, e) from e
         self.tables, self.held, self.counts, self.free, self.tbytes = tables, held, counts, free, new_bytes
+        if self.over is not None:  # every correctness audit passed: the blocks past the bound are the finding
+            self.fail(i, op, self.over, OverBound)
 
     def _audit(self, i: int, op: Any, s: int, q: Any, tbl: np.ndarray) -> list:
         """One table against the rule; returns the ``(logical block, block)`` pairs it holds."""
@@ -258,9 +263,9 @@ class Checker:
                 j, b = max(extra, key=lambda e: e[1])
                 self.fail(i, op, f"table(s{s})[{j}] = {b} is not a block id 0 .. {N - 1}")
             held = extra + held
-        if len(held) > spec.bound:
-            self.fail(i, op, f"s{s} holds {len(held)} blocks, more than the rule ever lets a sequence hold "
-                             f"(ceil(({spec.W + spec.R}-1)/{B}) + 1 = {spec.bound}): table {_tb(tbl)}", OverBound)
+        if len(held) > spec.bound and self.over is None:  # judged after the correctness audits (end of check)
+            self.over = (f"s{s} holds {len(held)} blocks, more than the rule ever lets a sequence hold "
+                         f"(ceil(({spec.W + spec.R}-1)/{B}) + 1 = {spec.bound}): table {_tb(tbl)}")
         if len(held) > 1 and len({b for _, b in held}) != len(held):
             b = next(b for _, b in held if sum(1 for _, c in held if c == b) > 1)
             self.fail(i, op, f"table(s{s}) names block {b} twice (logical blocks {[j for j, c in held if c == b]})")
