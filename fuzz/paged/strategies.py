@@ -282,7 +282,9 @@ def build(ch, ops: Iterable[str], *, window_max: int = 16, rollback: int = 0, n_
         elif kind == "admit":
             if S.n[s] == 0:
                 emit(Chunk(s, ch.integer(1, 2 * B + W)))
-            cands = [m for m in edges(W, B, S.n[s]) if m >= 1] or [S.n[s]]
+            # prompts ending at the first block boundaries and the window edge (every hit length up to a few
+            # blocks), now and then anywhere
+            cands = [m for m in edges(W, B, min(S.n[s], 4 * B + 2 * W + 1)) if m >= 1] or [S.n[s]]
             L = ch.choice(cands) if ch.integer(0, 3) else ch.integer(1, S.n[s])
             emit(Admit(S.fresh(), s, L, ch.choice((None, None, None, 1))))
         elif kind == "preempt":
