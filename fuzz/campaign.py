@@ -65,15 +65,19 @@ def fuzz_target(
     """
     camp = Campaign(target, config, seconds=config.seconds if seconds is None else seconds, database=database,
                     on_progress=on_progress, stop=stop, deadline=deadline, enough=enough)
-    generated, instances = Generated(), Instances()
-    plan: list[Phase] = [BoundaryTours(), ErrorTour(), LongTour(), Bulk(), generated, instances]
+    one_off, repeating = ("tours", "errors", "long", "bulk"), [Generated(), Instances()]
+    plan: list[Phase] = [BoundaryTours(), ErrorTour(), LongTour(), Bulk(), *repeating]
+    if camp.target.kind == "paged":  # sequences in a block pool: its own tours and batches (fuzz/phases/paged.py)
+        from fuzz.phases.paged import paged_plan
+
+        plan, one_off, repeating = paged_plan(plan)
     live = {p.name: p for p in plan}
     for p in plan:
         why = p.not_applicable(camp)
         if why is not None:
             camp.mark(p.name, "n/a", why)
             del live[p.name]
-        elif not once and p.name in ("tours", "errors", "bulk", "long"):
+        elif not once and p.name in one_off:
             camp.mark(p.name, "n/a", "ran in this target's first round")
             del live[p.name]
         else:
@@ -82,15 +86,15 @@ def fuzz_target(
         # The one-off phases first, whatever max_examples says (it counts drawn cases; the bulk phase runs
         # even when the time is spent: it is a fraction of a second); the time budget and stop requests
         # still end the tours, and the long tour runs only if the rate the tours showed says it ends in time.
-        for name in ("tours", "errors", "long", "bulk"):
+        for name in one_off:
             if name in live and not _halt(camp, one_off=True):
                 live[name].run(camp)
-        _loop(camp, [p for p in (generated, instances) if p.name in live])
+        _loop(camp, [p for p in repeating if p.name in live])
     except KeyboardInterrupt:  # a second Ctrl-C, or one outside a phase's test function
         camp.res.interrupted = True
     finally:
         set_fresh(camp.target, False)
-    for p in (generated, instances):
+    for p in repeating:
         if p.exhausted is not None:
             camp.mark(p.name, "ran" if camp.phase_record(p.name)["examples"] else "skipped", p.exhausted)
             camp.res.warnings.append(f"{camp.target.name}: {p.name}: {p.exhausted}")

@@ -231,6 +231,26 @@ def phase_lines(results: list[TargetResult], goal: int | None = None) -> list[st
     return out
 
 
+#: What each paged efficiency observation means (reported, not failed).
+EFFICIENCY_TEXT = {
+    "blocks_beyond_rule": "checks in which a sequence held a block the freeing rule would have released",
+    "hits_missed": "prefix hits shorter than the longest valid one (against a pool that kept every block)",
+    "exhausted_early": "appends refused as pool-exhausted where the spec's sequential rule had a free block",
+}
+
+
+def efficiency_lines(results: list[TargetResult]) -> list[str]:
+    """One line per paged target and efficiency observation, with the first case that made it."""
+    out = []
+    for r in results:
+        for kind, n in sorted(r.efficiency.items()):
+            sample = r.efficiency_samples.get(kind, {})
+            at = f" at op #{sample['op']}" if sample.get("op") is not None else ""
+            out.append(f"efficiency: {r.name}: {n:,} {EFFICIENCY_TEXT.get(kind, kind)} (reported, not failed); "
+                       f"first{at} of: {sample.get('text', '?')[:300]}")
+    return out
+
+
 def summary(console: Console, results: list[TargetResult], title: str = "kvwindow fuzz: summary",
             names: Iterable[str] | None = None, goal: int | None = None) -> None:
     """The closing table (every name in ``names``, run or not), coverage notes (boundary phases never exercised,
@@ -239,7 +259,8 @@ def summary(console: Console, results: list[TargetResult], title: str = "kvwindo
     by_name = {r.name: r for r in results}
     names = list(dict.fromkeys([*(names or []), *by_name]))
     console.print(_table(names, by_name, title))
-    missed = {r.name: [p for p in PHASES if not r.phases.get(p)] for r in results if not r.failures and not r.faults}
+    missed = {r.name: [p for p in PHASES if not r.phases.get(p)] for r in results
+              if not r.failures and not r.faults and "paged-tours" not in r.phases_run}
     for name, ps in missed.items():
         if ps and any(r.examples for r in results if r.name == name):
             console.print(f"note: {name} never exercised {', '.join(ps)}")
@@ -250,6 +271,8 @@ def summary(console: Console, results: list[TargetResult], title: str = "kvwindo
                       "S skipped")
         for line in known_lines(results):
             console.print(line)
+    for line in efficiency_lines(results):
+        console.print(line, markup=False)
     for r in results:
         if r.bulk_tokens:
             console.print(f"bulk phase: {r.name}: {r.bulk_tokens:,} tokens through ringkv_trace, every step "

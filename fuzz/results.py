@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fuzz.ops import Case
 from fuzz.oracle import PHASES
+from fuzz.paged.ops import case_from_json
 from fuzz.targets.base import MISMATCH
 
 #: How a case that hit a known finding ended (:attr:`fuzz.targets.base.RunStats.known`) -> its counter.
@@ -29,7 +29,7 @@ class Failure:
 
     target: str
     error: str
-    case: Case
+    case: Any  #: a ring :class:`fuzz.ops.Case` or a :class:`fuzz.paged.ops.PagedCase`
     seed_id: str | None = None
     seed_path: str | None = None
     replay: str | None = None
@@ -48,7 +48,7 @@ class Failure:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Failure":
-        return cls(d["target"], d["error"], Case.from_json(d["case"]), d.get("seed_id"), d.get("seed_path"),
+        return cls(d["target"], d["error"], case_from_json(d["case"]), d.get("seed_id"), d.get("seed_path"),
                    d.get("replay"), d.get("created", True), d.get("kind", MISMATCH), d.get("seed_error"),
                    d.get("note"), d.get("moved_aside"))
 
@@ -109,6 +109,19 @@ class TargetResult:
     known_links: dict[str, dict[str, str]] = field(default_factory=dict)
     #: Why the default campaign's coverage goal was not met here (:mod:`fuzz.schedule`), one line; ``None``: met.
     short: str | None = None
+    #: Paged targets' efficiency observations (reported, not failed; :data:`fuzz.paged.checks.EFFICIENCY`):
+    #: kind -> how many times cases made it, and one sample case each (kind -> ``{"case", "op"}``).
+    efficiency: dict[str, int] = field(default_factory=dict)
+    efficiency_samples: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def count_efficiency(self, stats: Any, case: Any) -> None:
+        """Add one case's efficiency observations (:attr:`~fuzz.targets.base.RunStats.efficiency`), keeping the
+        first case that made each kind as its sample."""
+        for kind, n in stats.efficiency.items():
+            self.efficiency[kind] = self.efficiency.get(kind, 0) + n
+            if kind not in self.efficiency_samples:
+                self.efficiency_samples[kind] = {"case": case.to_json(), "text": str(case),
+                                                 "op": stats.efficiency_first.get(kind)}
 
     @property
     def examples_per_s(self) -> float:
@@ -148,6 +161,8 @@ class TargetResult:
             "short_of_goal": self.short,
             "known_links": {k: dict(v) for k, v in self.known_links.items()},
             "known_first": {k: dict(v) for k, v in self.known_first.items()},
+            "efficiency": dict(self.efficiency),
+            "efficiency_samples": {k: dict(v) for k, v in self.efficiency_samples.items()},
         }
 
     @classmethod
@@ -167,7 +182,9 @@ class TargetResult:
                    phases_run={k: dict(v) for k, v in d.get("campaign_phases", {}).items()},
                    short=d.get("short_of_goal"),
                    known_links={k: dict(v) for k, v in d.get("known_links", {}).items()},
-                   known_first={k: dict(v) for k, v in d.get("known_first", {}).items()})
+                   known_first={k: dict(v) for k, v in d.get("known_first", {}).items()},
+                   efficiency=dict(d.get("efficiency", {})),
+                   efficiency_samples={k: dict(v) for k, v in d.get("efficiency_samples", {}).items()})
 
 
 #: Which status of a phase wins when two runs of it are combined (a phase that ran in one worker ran).
@@ -226,6 +243,10 @@ def merge(name: str, parts: list[TargetResult]) -> TargetResult:
             if fid not in m.known_first or first["seconds"] < m.known_first[fid]["seconds"]:
                 m.known_first[fid] = dict(first)
         m.short = m.short or p.short
+        for kind, n in p.efficiency.items():
+            m.efficiency[kind] = m.efficiency.get(kind, 0) + n
+        for kind, sample in p.efficiency_samples.items():
+            m.efficiency_samples.setdefault(kind, dict(sample))
         m.faults += [f for f in p.faults if f not in m.faults]
         m.warnings += [w for w in p.warnings if w not in m.warnings]
         for f in p.failures:

@@ -1,7 +1,8 @@
 """Regression seeds: one human-readable JSON file per bug, replayed by pytest forever.
 
 A seed holds a :class:`~fuzz.ops.Case` (the window and the op list) and where
-it was found. Its id is the case's id, a hash of the case alone, so the same bug found twice — by two
+it was found — or, for a paged cache, a :class:`~fuzz.paged.ops.PagedCase` under ``"paged"`` (the pool
+configuration and the sequence ops); :func:`fuzz.paged.ops.case_from_json` tells the two apart. Its id is the case's id, a hash of the case alone, so the same bug found twice — by two
 targets, two workers, two machines — is stored once.
 
 Files are written atomically (a temp file named after the writing process, fsync,
@@ -26,6 +27,7 @@ from typing import Any, NamedTuple
 
 from fuzz.config import CHUNK_BOUND, WIDTH_BOUND, WINDOW_BOUND
 from fuzz.ops import Case, Chunk, OpError, target_of
+from fuzz.paged.ops import case_from_json
 
 #: This repository's own regression seeds (shipped with the package, replayed by ``make test``);
 #: campaigns save into :func:`default_seeds_dir`, never here unless a project points there.
@@ -119,7 +121,7 @@ def parse_seed(doc: Any, where: str = "seed") -> Seed:
     if doc.get("format", FORMAT) != FORMAT:
         raise SeedError(f"{where}: unsupported seed format {doc.get('format')!r} (this kvwindow reads {FORMAT})")
     try:
-        case = Case.from_json(doc)
+        case = case_from_json(doc)
     except OpError as e:
         raise SeedError(f"{where}: {e}") from e
     found = doc.get("found", {})
@@ -234,6 +236,11 @@ def move_aside(path: Path) -> Path:
 
 def format_seed(doc: dict[str, Any]) -> str:
     """Indented JSON with one op per line, so a seed reads (and diffs) like the op list it is."""
+    if "paged" in doc:  # the ops of a paged case sit one level down
+        ops = doc["paged"]["ops"]
+        body = json.dumps({**doc, "paged": {**doc["paged"], "ops": "\0OPS\0"}}, indent=2)
+        rows = ",\n".join("      " + json.dumps(op) for op in ops)
+        return body.replace('"\\u0000OPS\\u0000"', f"[\n{rows}\n    ]" if ops else "[]")
     ops = doc["ops"]
     body = json.dumps({**doc, "ops": "\0OPS\0"}, indent=2)
     rows = ",\n".join("    " + json.dumps(op) for op in ops)

@@ -15,7 +15,7 @@ from fuzz.bench.budgets import BUDGETS
 from impl.errors import Unavailable
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-SECTIONS = ("throughput", "peer", "isolation", "mutants", "decode", "gpu", "long")
+SECTIONS = ("throughput", "peer", "isolation", "mutants", "decode", "gpu", "long", "paged")
 
 
 @pytest.fixture(scope="module")

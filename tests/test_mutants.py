@@ -29,7 +29,7 @@ def test_catalogue_covers_design_bug_classes():
     assert len(ms) >= 8
     assert set(BOUNDARY) <= {m.name for m in ms}
     for m in ms:
-        assert m.bug_class and m.kind in ("py-ring", "c-ring", "decoder")
+        assert m.bug_class and m.kind in ("py-ring", "c-ring", "decoder", "paged-c", "py-paged")
         if m.name != "decoder-*":
             assert m.reference.startswith("https://github.com/"), m.name
     classes = " ".join(m.bug_class for m in ms)

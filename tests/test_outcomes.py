@@ -2,7 +2,7 @@
 
 from fuzz.ops import Case, Push
 from fuzz.results import Failure
-from fuzz.targets.base import CRASH, FINDINGS, HARNESS, MISMATCH, Crash, HarnessFault, Mismatch, failure_kind
+from fuzz.targets.base import CRASH, EFFICIENCY, FINDINGS, HARNESS, MISMATCH, Crash, HarnessFault, Mismatch, failure_kind
 
 
 def test_each_exception_names_its_kind():
@@ -11,7 +11,11 @@ def test_each_exception_names_its_kind():
     assert failure_kind(HarnessFault("t", "redis went away")) == HARNESS
     # An exception the target did not classify was raised by the implementation: a crash.
     assert failure_kind(ValueError("boom")) == CRASH
-    assert HARNESS not in FINDINGS and set(FINDINGS) == {MISMATCH, CRASH}
+    assert HARNESS not in FINDINGS and set(FINDINGS) == {MISMATCH, CRASH, EFFICIENCY}
+    # A paged sequence past the freeing rule's bound is the efficiency finding (fuzz.paged.checks.OverBound).
+    from fuzz.paged.checks import OverBound
+
+    assert failure_kind(OverBound("t", 0, Push(), "s0 holds 4 blocks")) == EFFICIENCY
 
 
 def test_crash_message_names_signal_and_op():

@@ -81,6 +81,9 @@ def _old_id(doc) -> str:
     import hashlib
     import json
 
+    if "paged" in doc:  # a paged seed: the hash of its {"paged": {...}} form (fuzz.paged.ops.PagedCase.id)
+        canon = json.dumps({"paged": doc["paged"]}, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canon.encode()).hexdigest()[:12]
     canon = json.dumps({"window": doc["window"], "ops": doc["ops"]}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canon.encode()).hexdigest()[:12]
 

@@ -42,6 +42,8 @@ class Budget:
     bug_s: float = 10.0
     bug_finding_s: float = 30.0
     bug_repeats: int = 5
+    #: the paged section: seconds of each paged-c campaign (``repeats`` of them)
+    paged_s: float = 10.0
     bug_only: tuple[str, ...] | None = None
 
 
@@ -52,15 +54,15 @@ BUDGETS = {
                     mutant_only=("ring-keeps-W+1", "ring-position-is-slot", "c-len-W+1"), mutant_repeats=2,
                     decode_window=8, decode_tokens=2, gpu_iters=2, peer_windows=(8,), peer_s=0.25,
                     isolation_s=0.25, long_s=0.5, bug_s=1.0, bug_finding_s=1.0, bug_repeats=1,
-                    bug_only=("ring-keeps-W+1", "ring-copies-4-floats")),
+                    bug_only=("ring-keeps-W+1", "ring-copies-4-floats"), paged_s=0.5),
     "quick": Budget("quick", repeats=3, windows=(8, 64, 512), stateful_s=0.7, bulk_n=20_000, bulk_width=16,
                     extra_targets=("decoder",), mutant_s=1.5, mutant_max_examples=2_000,
                     mutant_only=None, mutant_repeats=3,
                     decode_window=32, decode_tokens=16, gpu_iters=10, peer_s=0.5, isolation_s=0.5, long_s=2.0,
-                    bug_s=3.0, bug_finding_s=10.0, bug_repeats=3),
+                    bug_s=3.0, bug_finding_s=10.0, bug_repeats=3, paged_s=5.0),
     "full": Budget("full", repeats=5, windows=(8, 16, 64, 512), stateful_s=2.0, bulk_n=200_000,
                    bulk_width=16, extra_targets=None, mutant_s=8.0, mutant_max_examples=20_000,
                    mutant_only=None, mutant_repeats=5,
                    decode_window=64, decode_tokens=32, gpu_iters=50, peer_s=3.0,
-                   isolation_windows=(8, 16, 64), isolation_s=3.0, long_s=10.0),
+                   isolation_windows=(8, 16, 64), isolation_s=3.0, long_s=10.0, paged_s=20.0),
 }

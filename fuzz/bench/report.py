@@ -210,6 +210,17 @@ def render_markdown(rep: dict) -> str:
                   "counted at the budget. `machine` is a plain `RuleBasedStateMachine` (rules push / chunk / reset, "
                   "the case run through the same target at teardown).", ""]
             L += render(s) + ["", "![bugs](bugs.png)", ""]
+    s = rep["sections"].get("paged")
+    if s is not None and s.get("status") != "skipped: not selected (--only)":
+        from fuzz.bench.paged import render as render_paged
+
+        L += ["## 8. Paged: spec-checked ops/s of paged-c", ""]
+        if _na(s):
+            L += [f"{_na(s)}", ""]
+        else:
+            L += [f"A paged-c campaign of {s['seconds_per_campaign']} s per repeat in this process, every op audited "
+                  "(reads of every live sequence, tables, sharing, counts); ops are the op language's "
+                  "(`s0 chunk:5` is one).", ""] + render_paged(s)
     if rep.get("errors"):
         L += ["## Errors", ""] + [f"- {e}" for e in rep["errors"]] + [""]
     return "\n".join(L)

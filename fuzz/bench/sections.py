@@ -446,4 +446,5 @@ SECTIONS: dict[str, Callable[[Budget, Callable[[str], None]], dict[str, Any]]] =
     "long": section_long,
     "engines": lambda b, log: helper("fuzz.bench.engines:section_engines")(b, log),
     "bugs": lambda b, log: helper("fuzz.bench.bugs:section_bugs")(b, log),
+    "paged": lambda b, log: helper("fuzz.bench.paged:section_paged")(b, log),
 }

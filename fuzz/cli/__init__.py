@@ -173,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--dtype", default=None, choices=DTYPES, help="the case's payload dtype (default float32)")
     a.add_argument("--instance", action="append", default=[], metavar="W[xWIDTH]",
                    help="declare live instance @1, @2, ... (its window, and width if not instance 0's); repeatable")
+    a.add_argument("--paged", default=None, metavar="W,B,N,D",
+                   help="a paged case: window, block size, blocks and width of the pool; --ops in the paged op "
+                        "language ('+s0 s0 chunk:5 fork:s0>s1 ...')")
     a.add_argument("--note", default=None)
     a.add_argument("--seeds-dir", default=argparse.SUPPRESS)
     ls = ss.add_parser("list")

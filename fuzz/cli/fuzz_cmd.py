@@ -48,6 +48,8 @@ def print_failure(r, f, config: CampaignConfig) -> None:
 
 def seeds_add_flags(case) -> str:
     """The ``kvwindow seeds add`` flags that store ``case`` as it is (its id included)."""
+    if getattr(case, "paged", False):
+        return f"--paged {case.window},{case.block_size},{case.num_blocks},{case.width} --ops '{case.text}'"
     flags = f"--window {case.window} --ops '{case.text}'"
     if case.width is not None:
         flags += f" --width {case.width}"

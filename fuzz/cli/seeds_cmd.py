@@ -65,7 +65,8 @@ def cmd_replay(args) -> int:
             for t in targets:
                 why = t.accepts(seed.run_case)
                 if why is not None:
-                    if explicit:
+                    other_kind = getattr(seed.case, "paged", False) != (getattr(t, "kind", "") == "paged")
+                    if explicit and not other_kind:  # a seed of the other kind is skipped even on a named target
                         raise UsageError(f"seed {seed.id} ({path}) cannot run on {t.name}: {why}")
                     print(f"{seed.id} {t.name}: skipped: {why}")
                     continue
@@ -89,6 +90,25 @@ def cmd_replay(args) -> int:
 
 
 
+def paged_case(args):
+    """``seeds add --paged W,B,N,D --ops '...'``: the paged case they name (a usage error names what is wrong)."""
+    from fuzz.paged.ops import PagedCase, PagedOpError
+
+    if args.ops is None or args.window is not None or args.instance or args.dtype is not None:
+        raise UsageError("seeds add --paged W,B,N,D takes --ops in the paged op language, and no --window, "
+                         "--instance or --dtype")
+    parts = args.paged.split(",")
+    if len(parts) != 4 or not all(p.strip().isdigit() for p in parts):
+        raise UsageError(f"--paged: expected W,B,N,D (window, block size, blocks, width), got {args.paged!r}")
+    W, B, N, D = (int(p) for p in parts)
+    try:
+        case = PagedCase.parse(args.ops, window=W, block_size=B, num_blocks=N, width=D)
+    except PagedOpError as e:
+        raise UsageError(f"--paged/--ops: {e}") from e
+    seedstore.check_bounds(case, "--paged/--ops")
+    return case
+
+
 def cmd_seeds(args) -> int:
     d = seed_dir(args)
     if args.seeds_cmd == "add":
@@ -98,6 +118,11 @@ def cmd_seeds(args) -> int:
             seed = seedstore.load_seed(args.file)
             if args.note:
                 seed.found = dict(seed.found, note=args.note)
+        elif getattr(args, "paged", None) is not None:
+            seed = seedstore.Seed(paged_case(args), {"added": "by hand",
+                                                     "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+            if args.note:
+                seed.found["note"] = args.note
         else:
             if args.ops is None or args.window is None:
                 raise UsageError("seeds add needs a FILE, or --ops '...' and --window W")
@@ -125,6 +150,12 @@ def cmd_seeds(args) -> int:
         for p in seedstore.seed_paths(d):
             try:
                 s = seedstore.load_seed(p)
+                if getattr(s.case, "paged", False):
+                    c = s.case
+                    rows.append(f"{s.id}  paged W={c.window} B={c.block_size} N={c.num_blocks} ops={len(c.ops):<3d} "
+                                f"{s.found.get('target', s.found.get('added', '')):14s} "
+                                f"{s.found.get('note', '')}".rstrip())
+                    continue
                 rows.append(f"{s.id}  W={s.case.window:<3d} ops={len(s.case.ops):<3d} "
                             f"{'x' + str(s.case.instance_count) + ' ' if s.case.instances else ''}"
                             f"{s.found.get('target', s.found.get('added', '')):14s} "

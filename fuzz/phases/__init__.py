@@ -13,6 +13,9 @@ A campaign of one target is a short driver (:mod:`fuzz.campaign`) over these pha
 ``instances``   cases that drive 2-3 live instances of the target at once, streams interleaved op by op
 ==============  ==========================================================================================
 
+A paged target (``kind == "paged"``: sequences in a block pool) runs ``paged-tours`` and ``paged-generated``
+instead (:mod:`fuzz.phases.paged`); the ring phases are n/a there, and the paged ones on a ring target.
+
 ``generated`` and ``instances`` share the time left after the one-off phases by their budget shares
 (:attr:`Phase.share`). A phase that does not apply to a target (no error contract, no trace, a model
 target that is not built twice) says why; one that could not run (the long tour on a slow target,
@@ -27,4 +30,4 @@ known finding already reproduced ``--known-repeats`` times — rejects them befo
 from __future__ import annotations
 
 #: Every phase, in the order a campaign runs them (the report lists them in this order too).
-ORDER = ("tours", "errors", "long", "bulk", "generated", "instances")
+ORDER = ("tours", "errors", "long", "bulk", "generated", "instances", "paged-tours", "paged-generated")

@@ -193,6 +193,8 @@ class Campaign:
         res.examples += 1
         res.tokens += stats.tokens
         res.count_known(stats.known)
+        if stats.efficiency:
+            res.count_efficiency(stats, case)
         self.known.count(stats.known)
         for fid, outcome in stats.known.items():
             if outcome and fid not in res.known_first:

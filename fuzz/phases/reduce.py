@@ -24,7 +24,11 @@ def fault_line(error: BaseException) -> str:
 
 
 def candidates(c: Case, narrow_width: bool = True) -> Iterator[Case]:
-    """Every one-step smaller variant of ``c`` (a pinned ``--width`` is not narrowed)."""
+    """Every one-step smaller variant of ``c`` (a pinned ``--width`` is not narrowed); a paged case lists its own
+    (:meth:`fuzz.paged.ops.PagedCase.candidates`)."""
+    if getattr(c, "paged", False):
+        yield from (d for d in c.candidates() if narrow_width or d.width == c.width)
+        return
     if c.instances:
         for k in range(c.instance_count):  # one instance alone: the bug needed no second one
             yield c.instance_case(k)

@@ -43,8 +43,10 @@ class Mismatch(AssertionError):
 
 #: Failure kinds, as reports and :class:`fuzz.results.Failure` name them.
 MISMATCH, CRASH, HARNESS = "mismatch", "crash", "harness"
+#: A paged sequence holding more blocks than the freeing rule's bound (:class:`fuzz.paged.checks.OverBound`).
+EFFICIENCY = "efficiency"
 #: The kinds that are findings (saved as seeds, exit 1).
-FINDINGS = (MISMATCH, CRASH)
+FINDINGS = (MISMATCH, CRASH, EFFICIENCY)
 
 
 class Crash(Exception):
@@ -94,6 +96,8 @@ def failure_kind(error: BaseException) -> str:
     reading: a finding is shown and can be replayed, a harness fault is not kept)."""
     if isinstance(error, HarnessFault):
         return HARNESS
+    if isinstance(error, Mismatch) and getattr(error, "efficiency", False):
+        return EFFICIENCY
     if isinstance(error, Mismatch):
         return MISMATCH
     return CRASH
@@ -108,6 +112,10 @@ class RunStats:
     #: Known findings (``docs/findings/<id>.md``) the case hit: id -> ``True`` reproduced (the target did
     #: not raise), ``False`` not reproduced, ``None`` skipped (not run).
     known: dict[str, bool | None] = field(default_factory=dict)
+    #: Paged targets: efficiency observations (reported, not failed: :data:`fuzz.paged.checks.EFFICIENCY`)
+    #: -> how many times the case made each, and the op index it first did.
+    efficiency: dict[str, int] = field(default_factory=dict)
+    efficiency_first: dict[str, int] = field(default_factory=dict)
 
 
 class Target(ABC):
@@ -146,6 +154,13 @@ class Target(ABC):
     def accepts(self, case: Case) -> str | None:
         """``None`` if the case fits this target, else why not (a window above ``window_max``, a
         bad call its error contract does not cover)."""
+        paged = getattr(case, "paged", False)
+        if paged != (self.kind == "paged"):
+            return (f"{self.name} is not a paged cache: a paged case (sequences in a block pool) runs on the paged "
+                    "targets (paged-c, paged-c:PATH.so, paged-py:module:Class)") if paged else \
+                f"{self.name} is a paged cache: it takes paged cases, not a ring case"
+        if paged:  # what follows reads a ring case's structure; a paged target's own accepts decides
+            return None
         if self.window_max is not None:
             widest = case.widest_window()
             if widest > self.window_max:

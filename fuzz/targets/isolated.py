@@ -134,8 +134,12 @@ class IsolatedTarget(Target):
         reply = self._call(("run", None, case))
         tag = reply[0]
         if tag == "ok":
-            return RunStats(reply[1], set(reply[2]), dict(reply[3]))
+            return RunStats(reply[1], set(reply[2]), dict(reply[3]), dict(reply[4]), dict(reply[5]))
         if tag == "mismatch":
+            if reply[4]:  # a paged sequence past the rule's bound: an efficiency finding
+                from fuzz.paged.checks import OverBound
+
+                raise OverBound(self.name, reply[1], reply[2], reply[3])
             raise Mismatch(self.name, reply[1], reply[2], reply[3])
         if tag == "crash":
             raise Crash(self.name, reply[1], reply[2], reply[3], signal=reply[4])

@@ -101,7 +101,8 @@ def sanitized_ring_library():
 #: The attributes an isolated target copies from its child's target (those the target has): everything the
 #: campaign, the strategies, replay, the kill table and the bench read from a target besides its methods.
 FORWARDED = ("kind", "window_max", "max_tokens", "publishes_ops", "bad_kinds", "traced", "width", "dtype",
-             "instances", "widths", "width_multiple", "dtypes", "knows_findings")
+             "instances", "widths", "width_multiple", "dtypes", "knows_findings", "paged_ops", "max_rollback",
+             "notes")
 
 
 def meta(target) -> dict[str, Any]:
@@ -153,9 +154,9 @@ def run_one(target, case, slot, opts: dict[str, Any], custom_accepts: bool) -> t
             if why is not None:
                 return ("reject", why)
         stats = target.run(case)
-        return ("ok", stats.tokens, stats.phases, stats.known)
+        return ("ok", stats.tokens, stats.phases, stats.known, stats.efficiency, stats.efficiency_first)
     except Mismatch as e:
-        return ("mismatch", e.index, e.op, e.detail)
+        return ("mismatch", e.index, e.op, e.detail, getattr(e, "efficiency", False))
     except Crash as e:
         if isinstance(e.__cause__, MemoryError) and opts.get("op_memory"):
             return ("crash", e.index, e.op, memory, None)

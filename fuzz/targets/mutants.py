@@ -2,7 +2,8 @@
 
 A ``py-ring`` mutant class runs through :class:`~fuzz.targets.cache.CacheTarget`,
 a ``c-ring`` library through the ``c:`` ABI target, a decoder mutant through
-:func:`fuzz.targets.decoder.make_decoder`. Every one is named ``mutant:NAME``, the
+:func:`fuzz.targets.decoder.make_decoder`, a ``paged-c`` library through the ``paged-c:`` target and a
+``py-paged`` class through :class:`~fuzz.targets.paged.PagedTarget` (both of kind ``paged``). Every one is named ``mutant:NAME``, the
 ``--target`` value that builds it again, so the replay command printed for a kill resolves.
 """
 
@@ -26,6 +27,14 @@ def mutant_target(m: Mutant) -> Target:
         from fuzz.targets.ring import make_c_library
 
         target = make_c_library(str(impl))
+    elif m.kind == "paged-c":
+        from fuzz.targets.paged import make_paged_c_library
+
+        target = make_paged_c_library(str(impl))
+    elif m.kind == "py-paged":
+        from fuzz.targets.paged import PagedTarget
+
+        return PagedTarget(PREFIX + m.name, impl)
     elif m.kind == "decoder":
         from fuzz.targets.decoder import make_decoder
 

@@ -31,7 +31,7 @@ from fuzz.targets.isolated_child import recv_msg, send_msg
 from fuzz.targets.progress import DONE, IDLE, OP, POS, SEQ, WINDOW, WORDS, running_op, running_push, trace_buffer
 
 
-NATIVE_BUILTINS = ("ring-c", "cuda-index", "cuda-ring", "cuda-decoder")
+NATIVE_BUILTINS = ("ring-c", "cuda-index", "cuda-ring", "cuda-decoder", "paged-c")
 #: Targets built on torch: their fork server imports torch once (importing it is safe before a fork; building
 #: the target is not — CUDA cannot be used across a fork — so each runner builds its own).
 TORCH_SPECS = ("cuda-", "decoder", "hf-", "mutant:decoder-")
@@ -52,12 +52,12 @@ LOG_KEEP = 1 << 20
 
 def is_native(spec: str) -> bool:
     """Whether ``spec`` names a target that runs native code (isolated unless ``--no-isolate``)."""
-    if spec in NATIVE_BUILTINS or spec.startswith("c:"):
+    if spec in NATIVE_BUILTINS or spec.startswith("c:") or spec.startswith("paged-c:"):
         return True
     if spec.startswith("mutant:"):
         from impl.mutants.catalogue import catalogue
 
-        return any(m.name == spec[len("mutant:"):] and m.kind == "c-ring" for m in catalogue())
+        return any(m.name == spec[len("mutant:"):] and m.kind in ("c-ring", "paged-c") for m in catalogue())
     return False
 
 

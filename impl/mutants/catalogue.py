@@ -12,7 +12,9 @@ the buggy implementation (:meth:`Mutant.implementation`). Three kinds:
   of the shared library (it speaks the ``c:`` ABI);
 * ``decoder``: the decoder mutants of :mod:`impl.mutants.decoder_mutants`
   (wrong RoPE position, W + 1 keys, mask diagonal); builds the
-  :class:`~impl.mutants.decoder_mutants.DecoderMutant`.
+  :class:`~impl.mutants.decoder_mutants.DecoderMutant`;
+* ``paged-c`` / ``py-paged``: the paged pool's bug classes (:mod:`impl.mutants.paged_mutants`): a copy of
+  ``csrc/pagedkv.c`` compiled with one edit, or :class:`~impl.mutants.paged_pool.BlockPool` with one.
 
 Wrapping each as a campaign target a campaign must kill, and running those
 campaigns, is the harness's job: :mod:`fuzz.killtable` (DESIGN §2: nothing in
@@ -28,49 +30,14 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
-import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from impl import _ring_build as ring_build
-from impl.errors import Unavailable
 
 
-class MutantError(RuntimeError):
-    """A mutant that cannot be built because its source edit no longer applies."""
-
-
-class MutantUnavailable(Unavailable):
-    """A mutant that cannot be built on this machine (no C source, no compiler, no torch); says why."""
-
-
-@dataclass(frozen=True)
-class Mutant:
-    name: str
-    bug_class: str
-    reference: str
-    description: str
-    kind: str
-    #: Builds the buggy implementation: the mutated ring class (``py-ring``), the path of the
-    #: compiled library (``c-ring``) or the :class:`DecoderMutant` (``decoder``).
-    build: Callable[[], Any] = field(repr=False, compare=False)
-    #: The edit, for the catalogue listing: (file, original line, mutated line).
-    edit: tuple[str, str, str] | None = None
-
-    def implementation(self) -> Any:
-        """The buggy implementation; raises :class:`MutantUnavailable` when it cannot be built here,
-        :class:`MutantError` when its edit no longer applies."""
-        return self.build()
-
-
-def apply_edit(source: str, old: str, new: str, where: str) -> str:
-    """Replace the one occurrence of ``old`` with ``new``; :class:`MutantError` when it is missing or ambiguous."""
-    try:
-        return ring_build.replace_once(source, old, new, where)
-    except ValueError as e:
-        raise MutantError(f"{e}; the implementation changed, update the mutant") from e
+from impl.mutants.base import Mutant, MutantError, MutantUnavailable, apply_edit, cache_dir  # noqa: F401
 
 
 # ---------------------------------------------------------------------------
@@ -100,12 +67,6 @@ def py_ring_mutant(name: str, bug_class: str, reference: str, description: str, 
 
 # ---------------------------------------------------------------------------
 # C ring mutants: a copy of csrc/ with one line replaced, compiled into a cache dir
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("KVWINDOW_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kvwindow")
-    return Path(base) / "mutants"
 
 
 def build_c_mutant(name: str, file: str, old: str, new: str) -> Path:
@@ -472,8 +433,10 @@ def _decoder_mutants() -> list[Mutant]:
 
 
 def catalogue() -> list[Mutant]:
-    """Every mutant, Python ring first, then C ring, then decoder."""
-    return [*PY_RING, *C_RING, *_decoder_mutants()]
+    """Every mutant, Python ring first, then C ring, then decoder, then paged (:mod:`impl.mutants.paged_mutants`)."""
+    from impl.mutants.paged_mutants import paged_mutants
+
+    return [*PY_RING, *C_RING, *_decoder_mutants(), *paged_mutants()]
 
 
 def select(names: list[str] | None) -> list[Mutant]:
