@@ -89,3 +89,14 @@ def test_candidates_are_smaller_and_well_formed():
     # a sequence's whole life can go in one step (add ... free), which dropping single ops never gives
     life = PagedCase.parse("+s0 s0 chunk:3 admit:s1<s0:2 s1 push free:s1 s0 push", **CFG)
     assert PagedCase.parse("+s0 s0 chunk:3 s0 push", **CFG) in list(life.candidates())
+
+
+def test_histories_cut_into_segments_differently_agree_where_their_lineages_do():
+    """A regression: a chunk of 0 left an empty segment, and two prompts of one source then looked different
+    to the sharing audit (a false mismatch on paged-c, seed ef3023a461ca)."""
+    from fuzz.paged.oracle import clip, common_prefix
+
+    assert common_prefix([(2, 0, 10)], [(1, 0, 0), (2, 0, 8)]) == 8
+    assert common_prefix([(2, 0, 4), (2, 4, 10)], [(2, 0, 10)]) == 10
+    assert common_prefix([(2, 0, 4), (3, 4, 10)], [(2, 0, 10)]) == 4
+    assert clip([(1, 0, 0), (2, 0, 8)], 8) == clip([(2, 0, 8)], 8)

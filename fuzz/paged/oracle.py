@@ -88,20 +88,29 @@ def clip(segs: Segs, m: int) -> tuple:
     for l, lo, hi in segs:
         if lo >= m:
             break
-        out.append((l, lo, min(hi, m)))
+        if hi > lo:  # an empty segment holds no position (and must not make two equal prefixes differ)
+            out.append((l, lo, min(hi, m)))
     return tuple(out)
 
 
 def common_prefix(a: Segs, b: Segs) -> int:
-    """How many leading positions two histories agree on (same lineage at each position)."""
-    n = 0
-    for (la, loa, hia), (lb, lob, hib) in zip(a, b):
-        if la != lb or loa != lob:
-            return n
-        n = min(hia, hib)
-        if hia != hib:
-            return n
-    return n
+    """How many leading positions two histories agree on (same lineage at each position). Both cover
+    positions ``0 ..`` contiguously, but a history may be cut into segments differently (a clip, a preempt):
+    the segments are walked position by position, not pairwise."""
+    a = [seg for seg in a if seg[2] > seg[1]]  # an empty segment holds no position
+    b = [seg for seg in b if seg[2] > seg[1]]
+    i = j = pos = 0
+    while i < len(a) and j < len(b):
+        la, _, hia = a[i]
+        lb, _, hib = b[j]
+        if la != lb:
+            return pos
+        pos = min(hia, hib)
+        if hia == pos:
+            i += 1
+        if hib == pos:
+            j += 1
+    return pos
 
 
 class SeqSpec:
@@ -211,6 +220,8 @@ class PagedSpec:
         q = self.seqs[s]
         n0 = q.n
         for l, lo, hi in segs:
+            if hi <= lo:  # an empty chunk adds no position (and no segment)
+                continue
             if q.segs and q.segs[-1][0] == l and q.segs[-1][2] == lo:
                 q.segs[-1] = (l, q.segs[-1][1], hi)
             else:
