@@ -45,12 +45,15 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "mutant:": ("fuzz.targets.mutants:make_mutant", "NAME, a mutant of the catalogue (kvwindow mutants --list)"),
     "hf:": ("fuzz.targets.hf.family:make_hf_family",
             "MODEL_TYPE[@ATTN,...], a transformers sliding-window family (eager and sdpa; @flex_attention compiles)"),
+    "ct2:": ("fuzz.targets.engines.ct2:make", "MODEL_TYPE, a tiny seeded HF model converted to CTranslate2 (mistral, "
+             "gemma2, gemma3_text)"),
 }
 
 #: prefix -> "module:function" returning every member of the family to list, probe and run by default
 #: (on CPU). A listing that fails (a missing optional dependency) lists the prefix itself as unavailable.
 LISTED: dict[str, str] = {
     "hf:": "fuzz.targets.hf.family:instances",
+    "ct2:": "fuzz.targets.engines.ct2:instances",
 }
 
 

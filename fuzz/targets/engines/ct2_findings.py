@@ -1,0 +1,81 @@
+"""The written-up CTranslate2 findings (``docs/findings/ct2-*.md``). Each row's ``hits`` reads the case
+only (through :func:`fuzz.targets.engines.lm.plan`, the same streams the target drives); ``failure``
+says which failures it explains, so a different failure on the same case is still raised."""
+
+from __future__ import annotations
+
+from fuzz.ops import Case, Chunk, Push
+from fuzz.targets.base import Crash, Mismatch
+from fuzz.targets.engines import lm
+from fuzz.targets.known import Finding
+from impl.engines.tiny import VOCAB_SIZE
+
+KINDS = frozenset({"ct2:mistral", "ct2:gemma2", "ct2:gemma3_text"})
+#: Every 4.x release the matrix ran (docs/compat.md, engine:ct2).
+ALL = ("4.0-4.8",)
+
+
+def generation_histories(s: lm.Stream) -> list[int]:
+    """The history length before each run of pushes of the ``generate`` path (what is forwarded at once)."""
+    out, hist, k, calls = [], 0, 0, s.calls
+    while k < len(calls):
+        _, op, _, n = calls[k]
+        if isinstance(op, Chunk) or hist == 0:
+            hist += n
+            k += 1
+            if isinstance(op, Chunk):
+                continue
+        run = 0
+        while k < len(calls) and isinstance(calls[k][1], Push):
+            run += 1
+            k += 1
+        if run:
+            out.append(hist)
+            hist += run
+    return out
+
+
+def _forward_past_window(case: Case) -> bool:
+    """A row longer than W (every whole-row path), or the ragged two-row ``forward_batch`` (its rows always
+    differ in length) of a stream whose window is at most 8 (measured: 64 runs, a ragged batch of rows
+    shorter than the window)."""
+    return any(s.length > s.window or len(s.other) > s.window or s.window <= 12 for s in lm.plan(case, VOCAB_SIZE))
+
+
+def _prefill_past_window(case: Case) -> bool:
+    for s in lm.plan(case, VOCAB_SIZE):
+        hs = generation_histories(s)
+        if s.window >= 2 and hs and (max(hs) >= s.window + 2 or min(hs[0], len(s.other)) >= s.window + 2):
+            return True
+    return False
+
+
+def _ragged_one_token(case: Case) -> bool:
+    for s in lm.plan(case, VOCAB_SIZE):
+        hs = generation_histories(s)
+        if hs and min(hs[0], len(s.other)) == 1 and max(hs[0], len(s.other)) > 1:
+            return True
+    return False
+
+
+def _longer_than_window(case: Case) -> bool:
+    return any(s.length > s.window or len(s.other) > s.window for s in lm.plan(case, VOCAB_SIZE))
+
+
+def _says(*words: str):
+    return lambda e: isinstance(e, (Mismatch, Crash)) and any(w in str(e) for w in words)
+
+
+FINDINGS: tuple[Finding, ...] = (
+    Finding("ct2-forward-past-window", KINDS, ALL, ("4.8.5",), _forward_past_window,
+            "forward_batch / score_batch of a row longer than W; forward_batch of rows of different lengths",
+            failure=lambda e: isinstance(e, Crash) and ("forward_batch" in str(e) or "score_batch" in str(e))),
+    Finding("ct2-chunked-prefill-window", KINDS, ALL, ("4.8.5",), _prefill_past_window,
+            "generate with a prompt of W + 2 tokens or more forwarded at once (W >= 2)",
+            failure=_says("[generate_batch", "[generate_tokens]")),
+    Finding("ct2-ragged-one-token-prompt", KINDS, ALL, ("4.8.5",), _ragged_one_token,
+            "generate_batch of ragged prompts one of which is a single token",
+            failure=_says("[generate_batch row")),
+    Finding("ct2-gemma2-window-dropped", frozenset({"ct2:gemma2"}), ALL, ("4.8.5",), _longer_than_window,
+            "any Gemma 2 stream longer than W", failure=lambda e: isinstance(e, Mismatch)),
+)

@@ -1,0 +1,125 @@
+"""Tiny seeded Hugging Face models, the source every engine's own converter starts from.
+
+An engine target needs what its users have: a Hugging Face checkpoint with ``sliding_window = W``
+that the engine's converter turns into the engine's format (CTranslate2's
+``TransformersConverter``, llama.cpp's ``convert_hf_to_gguf.py``, keras-hub's checkpoint
+converters). :func:`build` makes one from a seed, in process, nothing downloaded: the config of
+:func:`impl.hf.families.tiny_config` (the same tiny shapes the ``hf:`` targets use) and the weights of
+:func:`impl.hf.families.seeded_state_dict`, **rounded to float32** (the engines run float32), so the
+float64 reference (:func:`impl.hf.reference.forward`) runs over exactly the weights the engine holds.
+
+:func:`save_hf` writes the checkpoint as ``save_pretrained`` does, with a hand-made word-level
+tokenizer whose token ``i`` is ``<t{i}>`` (converters read a vocabulary; nothing here tokenizes
+text).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+from impl.hf.families import VOCAB, seeded_state_dict, tiny_config  # noqa: F401 - VOCAB re-exported
+
+VOCAB_SIZE = VOCAB
+#: The architectures an engine target can build (``model_type`` values).
+ARCHS = ("mistral", "gemma2", "gemma3_text")
+PAD, BOS, EOS = 0, 1, 2
+
+
+def token(i: int) -> str:
+    """The vocabulary entry of token id ``i``."""
+    return f"<t{i}>"
+
+
+@dataclass
+class TinyModel:
+    arch: str
+    window: int
+    seed: int
+    config: Any
+    #: float32 values held as float64 (what the engine holds, exactly).
+    state: dict[str, torch.Tensor] = field(repr=False)
+    #: Config attributes changed from the family's tiny config (part of the fingerprint).
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def vocab(self) -> int:
+        return VOCAB
+
+    def fingerprint(self) -> str:
+        """A hash of the config and every weight (the conversion cache's key)."""
+        h = hashlib.sha256(json.dumps(self.config.to_dict(), sort_keys=True, default=str).encode())
+        for name in sorted(self.state):
+            h.update(name.encode())
+            h.update(self.state[name].to(torch.float32).numpy().tobytes())
+        return h.hexdigest()[:24]
+
+    def layer_types(self) -> list[str]:
+        lt = getattr(self.config, "layer_types", None)
+        if lt:
+            return list(lt)
+        from impl.hf.families import layer_pattern
+
+        return layer_pattern(self.arch, self.config.num_hidden_layers)
+
+
+def _model_class(arch: str) -> type:
+    import transformers
+
+    return {"mistral": transformers.MistralForCausalLM, "gemma2": transformers.Gemma2ForCausalLM,
+            "gemma3_text": transformers.Gemma3ForCausalLM}[arch]
+
+
+def build(arch: str, window: int, seed: int = 0, overrides: Optional[dict[str, Any]] = None) -> TinyModel:
+    """The tiny ``arch`` model with ``sliding_window = window`` and weights from ``seed`` (the same
+    weights for every window)."""
+    if arch not in ARCHS:
+        raise ValueError(f"arch {arch!r} is not one of {ARCHS}")
+    if not isinstance(window, int) or window < 1:
+        raise ValueError(f"window must be an int >= 1, got {window!r}")
+    cfg = tiny_config(arch, window, "eager")
+    for k, v in (overrides or {}).items():
+        setattr(cfg, k, v)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = _model_class(arch)(cfg)
+    state = {k: v.to(torch.float32).to(torch.float64) for k, v in seeded_state_dict(model, arch, seed).items()}
+    return TinyModel(arch, window, seed, cfg, state, dict(overrides or {}))
+
+
+def hf_model(tiny: TinyModel) -> Any:
+    """A float32 transformers model holding ``tiny``'s weights (what a converter loads)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = _model_class(tiny.arch)(tiny.config)
+        model.load_state_dict({k: v.to(torch.float32) for k, v in tiny.state.items()}, strict=False)
+    return model.to(torch.float32).eval()
+
+
+def tokenizer() -> Any:
+    """A word-level fast tokenizer over ``<t0> .. <t{VOCAB-1}>`` (pad 0, bos 1, eos 2)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token(i): i for i in range(VOCAB)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token=token(PAD)))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token=token(PAD), pad_token=token(PAD),
+                                   bos_token=token(BOS), eos_token=token(EOS))
+
+
+def save_hf(tiny: TinyModel, folder: Path) -> Path:
+    """Write ``tiny`` as a Hugging Face checkpoint (safetensors, config, tokenizer) into ``folder``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hf_model(tiny).save_pretrained(folder)
+        tokenizer().save_pretrained(folder)
+    return folder
