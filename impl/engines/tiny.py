@@ -15,6 +15,7 @@ text).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import warnings
@@ -47,13 +48,20 @@ class TinyModel:
     state: dict[str, torch.Tensor] = field(repr=False)
     #: Config attributes changed from the family's tiny config (part of the fingerprint).
     overrides: dict[str, Any] = field(default_factory=dict)
+    _fingerprint: str = ""
 
     @property
     def vocab(self) -> int:
         return VOCAB
 
     def fingerprint(self) -> str:
-        """A hash of the config and every weight (the conversion cache's key)."""
+        """A hash of the config (as built, before any save touches it) and every weight: the conversion
+        cache's key."""
+        if not self._fingerprint:
+            self._fingerprint = self._hash()
+        return self._fingerprint
+
+    def _hash(self) -> str:
         h = hashlib.sha256(json.dumps(self.config.to_dict(), sort_keys=True, default=str).encode())
         for name in sorted(self.state):
             h.update(name.encode())
@@ -90,14 +98,16 @@ def build(arch: str, window: int, seed: int = 0, overrides: Optional[dict[str, A
         warnings.simplefilter("ignore")
         model = _model_class(arch)(cfg)
     state = {k: v.to(torch.float32).to(torch.float64) for k, v in seeded_state_dict(model, arch, seed).items()}
-    return TinyModel(arch, window, seed, cfg, state, dict(overrides or {}))
+    out = TinyModel(arch, window, seed, cfg, state, dict(overrides or {}))
+    out.fingerprint()
+    return out
 
 
 def hf_model(tiny: TinyModel) -> Any:
     """A float32 transformers model holding ``tiny``'s weights (what a converter loads)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = _model_class(tiny.arch)(tiny.config)
+        model = _model_class(tiny.arch)(copy.deepcopy(tiny.config))
         model.load_state_dict({k: v.to(torch.float32) for k, v in tiny.state.items()}, strict=False)
     return model.to(torch.float32).eval()
 

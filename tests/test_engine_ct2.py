@@ -1,0 +1,111 @@
+"""ct2:<model_type>: the CTranslate2 targets (tiny seeded HF models converted by CTranslate2's own
+TransformersConverter). Skips with the reason when ctranslate2 is not installed (``pip install
+'kvwindow[ct2]'``; ``make test`` installs it)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+from fuzz.ops import Case
+from fuzz.targets.base import Crash, Mismatch
+
+ct2mod = pytest.importorskip("ctranslate2", reason="ctranslate2 is not installed (pip install 'kvwindow[ct2]')")
+
+from fuzz.targets.engines.ct2 import Ct2Target  # noqa: E402
+from impl.engines import ct2, store, tiny  # noqa: E402
+from impl.hf import reference  # noqa: E402
+
+warnings.filterwarnings("ignore")
+
+
+@pytest.fixture(scope="module")
+def mistral():
+    return Ct2Target("mistral", strict=True)
+
+
+def ref(t: tiny.TinyModel, ids, w=None):
+    return reference.forward(reference.ref_spec(t.arch, t.config, w or t.window), t.state, ids)[0].numpy()
+
+
+def test_convention_window_is_hf_sliding_window(mistral):
+    """The converted model's stepped decode sees exactly W keys: equal to the reference at W, not W +- 1."""
+    m = mistral.model(4, 1)
+    ids = list(range(3, 15))
+    gen, logits = m.generate([ids], 1, stepped=True)[0]
+    full = ids + gen
+    for w, close in ((4, True), (3, False), (5, False)):
+        want = ref(m.tiny, full, w)[len(full) - 1 - len(logits):len(full) - 1]
+        assert np.allclose(logits, want, atol=2e-4, rtol=2e-4) is close, w
+
+
+def test_paths_pass_within_window():
+    """A stream no longer than W on every path but the ragged forward_batch (which always raises on a
+    sliding-window model: ct2-forward-past-window) agrees with the reference."""
+    t = Ct2Target("mistral", strict=True, paths=("forward", "score", "stepped", "generate"))
+    for seed_text in ("chunk:3 push push", "chunk:2 chunk:2 push push"):
+        assert t.run(Case.parse(8, seed_text)).tokens == sum(int(x.split(":")[1]) if ":" in x else 1
+                                                              for x in seed_text.split())
+
+
+def test_ragged_forward_batch_raises(mistral):
+    with pytest.raises(Crash, match="forward_batch"):
+        Ct2Target("mistral", strict=True, paths=("batch",)).run(Case.parse(8, "chunk:3"))
+
+
+@pytest.mark.parametrize("text,kind,finding", [
+    ("chunk:5 push", Crash, "forward_batch"),                      # ct2-forward-past-window
+])
+def test_findings_reproduce_strict(mistral, text, kind, finding):
+    with pytest.raises(kind, match=finding):
+        mistral.run(Case.parse(4, text))
+
+
+def test_chunked_prefill_finding():
+    """ct2-chunked-prefill-window: a prompt of W + 2 tokens forwarded at once disagrees (generate path only)."""
+    t = Ct2Target("mistral", strict=True, paths=("generate",))
+    with pytest.raises(Mismatch, match=r"\[generate_batch"):
+        t.run(Case.parse(4, "chunk:6 push"))
+    t.run(Case.parse(4, "chunk:5 push"))  # W + 1: chunked into W and one decode step: exact
+
+
+def test_known_findings_are_reported_not_raised():
+    t = Ct2Target("mistral")
+    stats = t.run(Case.parse(4, "chunk:6 push"))
+    assert any(v is True for v in stats.known.values()), stats.known
+
+
+def test_gemma2_window_dropped_by_converter():
+    t = Ct2Target("gemma2", strict=True, paths=("stepped",))
+    with pytest.raises(Mismatch, match="stepped"):
+        t.run(Case.parse(3, "chunk:6 push"))
+
+
+def test_conversion_cache_rebuilds_a_corrupt_entry(tmp_path, monkeypatch):
+    monkeypatch.setenv(store.ENV, str(tmp_path))
+    tm = tiny.build("mistral", 3)
+    first = ct2.converted(tm)
+    again = ct2.converted(tm)
+    assert first == again
+    (first / "model.bin").write_bytes(b"corrupt")
+    assert not store.verify(first.parent, json.loads((first.parent / store.MANIFEST).read_text())["key"])
+    rebuilt = ct2.converted(tm)
+    assert store.verify(rebuilt.parent, json.loads((rebuilt.parent / store.MANIFEST).read_text())["key"])
+    assert (rebuilt / "model.bin").stat().st_size > 1000
+
+
+def test_unknown_arch_is_unavailable():
+    from impl.engines import EngineUnavailable
+
+    with pytest.raises(EngineUnavailable, match="no tiny model"):
+        Ct2Target("llama4")
+
+
+def test_registry_lists_ct2():
+    from fuzz.targets import registry
+
+    names = [n for n, _ in registry.listed_names()]
+    assert "ct2:mistral" in names and "ct2:gemma3_text" in names
