@@ -47,6 +47,8 @@ FAMILIES: dict[str, tuple[str, str]] = {
             "MODEL_TYPE[@ATTN,...], a transformers sliding-window family (eager and sdpa; @flex_attention compiles)"),
     "ct2:": ("fuzz.targets.engines.ct2:make", "MODEL_TYPE, a tiny seeded HF model converted to CTranslate2 (mistral, "
              "gemma2, gemma3_text)"),
+    "llama:": ("fuzz.targets.engines.llama:make", "ARCH, a GGUF written by llama.cpp's converter from a tiny seeded HF "
+               "model, driven through llama-cpp-python's low-level API (gemma2, gemma3)"),
 }
 
 #: prefix -> "module:function" returning every member of the family to list, probe and run by default
@@ -54,6 +56,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
 LISTED: dict[str, str] = {
     "hf:": "fuzz.targets.hf.family:instances",
     "ct2:": "fuzz.targets.engines.ct2:instances",
+    "llama:": "fuzz.targets.engines.llama:instances",
 }
 
 

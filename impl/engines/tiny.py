@@ -98,6 +98,8 @@ def build(arch: str, window: int, seed: int = 0, overrides: Optional[dict[str, A
         warnings.simplefilter("ignore")
         model = _model_class(arch)(cfg)
     state = {k: v.to(torch.float32).to(torch.float64) for k, v in seeded_state_dict(model, arch, seed).items()}
+    if getattr(cfg, "tie_word_embeddings", False) and "lm_head.weight" in state:
+        state["lm_head.weight"] = state["model.embed_tokens.weight"]  # tied: one tensor, as HF loads it
     out = TinyModel(arch, window, seed, cfg, state, dict(overrides or {}))
     out.fingerprint()
     return out
