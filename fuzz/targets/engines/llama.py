@@ -199,5 +199,13 @@ def make(arch: str) -> LlamaTarget:
     return LlamaTarget(arch)
 
 
+#: Listed (and in the default campaign). ``llama:gemma3`` is built and driven but not listed: its logits
+#: differ from the reference at position 1 *inside* the window on every path (0.02 .. 1.0; the converter
+#: also prints "Unknown RoPE type: default"), and ``seq_add`` on it aborts in
+#: ``llama_kv_cache::set_input_k_shift`` (GGML_ASSERT(buffer)); whether the converter, the engine or the
+#: tiny model's RoPE parameters are at fault is not settled, so it is not yet a written-up finding.
+LISTED = ("gemma2",)
+
+
 def instances() -> list[str]:
-    return [f"llama:{a}" for a in llama.GGUF_ARCH.values()]
+    return [f"llama:{a}" for a in LISTED]

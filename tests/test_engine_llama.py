@@ -1,0 +1,71 @@
+"""llama:<arch>: llama.cpp through llama-cpp-python's low-level API on a GGUF written by the release's own
+converter. Skips with the reason when llama-cpp-python (or its converter) is not installed:
+scripts/ci_engines_heavy.sh builds it."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from fuzz.ops import Case
+from fuzz.targets.base import Mismatch
+
+pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (scripts/ci_engines_heavy.sh builds it)")
+
+from impl.engines import EngineUnavailable  # noqa: E402
+from impl.engines import llama as adapter  # noqa: E402
+
+try:
+    adapter.check("gemma2")
+except EngineUnavailable as e:  # e.g. the converter was not extracted
+    pytest.skip(str(e), allow_module_level=True)
+
+from fuzz.targets.engines.llama import LlamaTarget  # noqa: E402
+from impl.hf import reference  # noqa: E402
+
+warnings.filterwarnings("ignore")
+
+
+@pytest.fixture(scope="module")
+def gemma2():
+    return LlamaTarget("gemma2", strict=True)
+
+
+def test_converter_writes_n_swa_equal_to_hf_sliding_window(gemma2):
+    assert gemma2.model(5).n_swa() == 5
+
+
+def test_window_is_exact_not_off_by_one(gemma2):
+    """One decode per token through and past W: equal to the reference at W, far from W +- 1."""
+    m, t = gemma2.model(4), gemma2.tiny_for(4)
+    ids = list(range(3, 17))
+    m.clear()
+    got = np.concatenate([m.decode([(tok, p, 0)]) for p, tok in enumerate(ids)])
+    for w, close in ((4, True), (3, False), (5, False)):
+        want = reference.forward(reference.ref_spec("gemma2", t.config, w), t.state, ids)[0].numpy()
+        assert np.allclose(got, want, atol=1e-2, rtol=1e-3) is close, w
+
+
+@pytest.mark.parametrize("path", ["chunks", "batch", "verify", "fork", "shift"])
+def test_paths_agree_with_the_reference(path):
+    t = LlamaTarget("gemma2", strict=True, paths=(path,))
+    for w, text in ((3, "chunk:2 chunk:4 push chunk:3 push push"), (1, "chunk:3 push push chunk:2"),
+                    (4, "chunk:9 push chunk:5 push")):
+        t.run(Case.parse(w, text))
+
+
+def test_a_wrong_window_is_caught(gemma2, monkeypatch):
+    """Negative control: the engine run with W + 1 (a GGUF converted from sliding_window = W + 1) against
+    the reference at W must mismatch."""
+    t = LlamaTarget("gemma2", strict=True, paths=("chunks",))
+    monkeypatch.setattr(t, "model", lambda w: gemma2.model(w + 1))
+    with pytest.raises(Mismatch):
+        t.run(Case.parse(3, "chunk:6 push push"))
+
+
+def test_registry_lists_llama_gemma2():
+    from fuzz.targets import registry
+
+    assert "llama:gemma2" in [n for n, _ in registry.listed_names()]
