@@ -49,6 +49,8 @@ FAMILIES: dict[str, tuple[str, str]] = {
              "gemma2, gemma3_text)"),
     "llama:": ("fuzz.targets.engines.llama:make", "ARCH, a GGUF written by llama.cpp's converter from a tiny seeded HF "
                "model, driven through llama-cpp-python's low-level API (gemma2, gemma3)"),
+    "keras:": ("fuzz.targets.engines.keras:make", "MODEL, keras-hub's Gemma 2 / Gemma 3 (tensorflow backend) "
+               "converted from a tiny seeded HF checkpoint by keras-hub's own converter (gemma2, gemma3)"),
 }
 
 #: prefix -> "module:function" returning every member of the family to list, probe and run by default
@@ -57,6 +59,7 @@ LISTED: dict[str, str] = {
     "hf:": "fuzz.targets.hf.family:instances",
     "ct2:": "fuzz.targets.engines.ct2:instances",
     "llama:": "fuzz.targets.engines.llama:instances",
+    "keras:": "fuzz.targets.engines.keras:instances",
 }
 
 

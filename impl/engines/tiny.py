@@ -77,6 +77,21 @@ class TinyModel:
         return layer_pattern(self.arch, self.config.num_hidden_layers)
 
 
+#: Gemma 3's published layer pattern (every checkpoint Google released: five sliding layers, then one
+#: global), as six layers. Two converters hard-code it instead of reading the HF ``layer_types``:
+#: llama.cpp's ``llama_model_gemma3::load_arch_hparams`` calls ``load_swa_pattern(ml, 6)`` when the GGUF
+#: has no pattern key, and ``convert_hf_to_gguf.py``'s ``Gemma3Model`` writes none (llama-cpp-python
+#: 0.3.36: ``src/models/gemma3.cpp`` line 7, ``conversion/gemma.py`` lines 141-159; docs/findings/
+#: llama-gemma3-layer-types-dropped.md); keras-hub's ``Gemma3Backbone`` builds layer ``i`` sliding iff
+#: ``i % 6 < 5`` with RoPE bases 10 000 / 1 000 000 (0.32.0, ``gemma3_backbone.py`` lines 248-249) and
+#: ``convert_gemma3.py`` reads neither ``layer_types`` nor the RoPE bases. An engine target that builds
+#: Gemma 3 for them uses this pattern and these bases (``rope_local_base_freq`` is what 4.x configs
+#: read; 5.x's defaults in ``rope_parameters`` are already 10 000 / 1 000 000), so what it compares is the
+#: window, not a pattern the converter cannot carry.
+GEMMA3_PUBLISHED = {"num_hidden_layers": 6, "layer_types": ["sliding_attention"] * 5 + ["full_attention"],
+                    "rope_local_base_freq": 10000.0}
+
+
 def _model_class(arch: str) -> type:
     import transformers
 
