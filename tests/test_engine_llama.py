@@ -56,6 +56,12 @@ def test_paths_agree_with_the_reference(path):
         t.run(Case.parse(w, text))
 
 
+def test_two_threads_agree_with_the_reference():
+    """Campaigns run one thread (llama.cpp's two-thread pool is ~1000x slower on this loaded machine); the
+    multi-threaded kernels are driven here, on every path."""
+    LlamaTarget("gemma2", strict=True, threads=2).run(Case.parse(3, "chunk:5 push chunk:3 push"))
+
+
 def test_a_wrong_window_is_caught(gemma2, monkeypatch):
     """Negative control: the engine run with W + 1 (a GGUF converted from sliding_window = W + 1) against
     the reference at W must mismatch."""
