@@ -44,7 +44,11 @@ from impl.hf import reference
 
 PATHS = ("chunks", "batch", "verify", "fork", "shift")
 ATOL, RTOL = 1e-2, 1e-3
-OVERRIDES = {"tie_word_embeddings": True}
+#: Gemma ships tied embeddings (the converter drops ``lm_head``); Gemma 3 is built with its published 5:1
+#: layer pattern, the one llama.cpp assumes (its converter writes no ``layer_types``:
+#: docs/findings/llama-gemma3-layer-types-dropped.md, impl/engines/tiny.py).
+OVERRIDES = {"gemma2": {"tie_word_embeddings": True},
+             "gemma3_text": dict(tiny.GEMMA3_PUBLISHED, tie_word_embeddings=True)}
 #: Positions a stream may reach (the context holds both sequences of the longest case).
 N_CTX = 128
 FINDINGS: tuple[Finding, ...] = ()
@@ -82,7 +86,7 @@ class LlamaTarget(EngineTarget):
 
     def tiny_for(self, w: int) -> tiny.TinyModel:
         if w not in self._tiny:
-            self._tiny[w] = tiny.build(self.hf_arch, w, overrides=OVERRIDES)
+            self._tiny[w] = tiny.build(self.hf_arch, w, overrides=OVERRIDES[self.hf_arch])
         return self._tiny[w]
 
     def model(self, w: int) -> llama.LlamaModel:
@@ -202,12 +206,12 @@ def make(arch: str) -> LlamaTarget:
     return LlamaTarget(arch)
 
 
-#: Listed (and in the default campaign). ``llama:gemma3`` is built and driven but not listed: its logits
-#: differ from the reference at position 1 *inside* the window on every path (0.02 .. 1.0; the converter
-#: also prints "Unknown RoPE type: default"), and ``seq_add`` on it aborts in
-#: ``llama_kv_cache::set_input_k_shift`` (GGML_ASSERT(buffer)); whether the converter, the engine or the
-#: tiny model's RoPE parameters are at fault is not settled, so it is not yet a written-up finding.
-LISTED = ("gemma2",)
+#: Listed (and in the default campaign). ``llama:gemma3`` runs a six-layer Gemma 3 with its published
+#: pattern: the converter writes no ``layer_types`` and llama.cpp assumes that pattern
+#: (docs/findings/llama-gemma3-layer-types-dropped.md), and with every layer sliding the ``shift`` path
+#: aborts the process (docs/findings/llama-swa-only-kshift-abort.md); both are reproduced by
+#: tests/test_engine_llama.py.
+LISTED = ("gemma2", "gemma3")
 
 
 def instances() -> list[str]:
