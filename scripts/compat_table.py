@@ -172,9 +172,19 @@ def render_compat(rows: dict[str, dict[str, str]], torch: dict[str, str], notes:
     return "\n".join(out) + "\n"
 
 
+#: Where docs/compat.md's engine sections begin (scripts/engine_compat.py writes them; this script keeps them).
+ENGINES = "\n## Engines"
+
+
+def transformers_part(text: str) -> str:
+    """docs/compat.md up to its engine sections (the transformers table this script owns)."""
+    i = text.find(ENGINES)
+    return text if i < 0 else text[:i + 1]
+
+
 def parse_compat(text: str) -> dict[str, dict[str, str]]:
-    """docs/compat.md's table -> release -> target -> cell."""
-    lines = [ln for ln in text.splitlines() if ln.startswith("| ")]
+    """docs/compat.md's transformers table -> release -> target -> cell."""
+    lines = [ln for ln in transformers_part(text).splitlines() if ln.startswith("| ")]
     head = [c.strip().strip("`") for c in lines[0].strip("|").split("|")]
     rows = {}
     for ln in lines[1:]:
@@ -254,7 +264,9 @@ def main(argv: list[str] | None = None) -> int:
         (args.reports / "compat.md").write_text(text)
         print(text)
         if args.write:
-            COMPAT.write_text(text)
+            old = COMPAT.read_text() if COMPAT.exists() else ""
+            engines = old[len(transformers_part(old)):]
+            COMPAT.write_text(text + ("\n" + engines if engines else ""))
     rows = parse_compat(COMPAT.read_text())
     readme = README.read_text()
     new = replace_block(readme, BEGIN, END, readme_block(rows), "README.md")

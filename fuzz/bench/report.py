@@ -188,6 +188,14 @@ def render_markdown(rep: dict) -> str:
                      f"{fmt(r['bulk_seconds']['median'])} | {fmt(r['bulk_tokens_per_s']['median'])} | "
                      f"{fmt(r['long_tour_tokens'])} | {fmt(r['long_tour_s']['median'])} |")
         L.append("")
+    s = rep["sections"].get("engines", {"status": "not run"})
+    L += ["## 7. Engines: examples/s of every installed engine target", ""]
+    if _na(s):
+        L += [f"{_na(s)}", ""]
+    else:
+        from fuzz.bench.engines import render_markdown as engines_markdown
+
+        L += engines_markdown(s)
     if rep.get("errors"):
         L += ["## Errors", ""] + [f"- {e}" for e in rep["errors"]] + [""]
     return "\n".join(L)

@@ -444,4 +444,5 @@ SECTIONS: dict[str, Callable[[Budget, Callable[[str], None]], dict[str, Any]]] =
     "decode": section_decode,
     "gpu": section_gpu,
     "long": section_long,
+    "engines": lambda b, log: helper("fuzz.bench.engines:section_engines")(b, log),
 }

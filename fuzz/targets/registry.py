@@ -45,6 +45,11 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "mutant:": ("fuzz.targets.mutants:make_mutant", "NAME, a mutant of the catalogue (kvwindow mutants --list)"),
     "hf:": ("fuzz.targets.hf.family:make_hf_family",
             "MODEL_TYPE[@ATTN,...], a transformers sliding-window family (eager and sdpa; @flex_attention compiles)"),
+    # Engines beyond transformers (DESIGN §6): each resolves only where its package is installed.
+    "ort:": ("fuzz.targets.engines.ort:make",
+             "gqa|attention, ONNX Runtime's GroupQueryAttention / ONNX Attention-25 (pip install 'kvwindow[ort]')"),
+    "mlx:": ("fuzz.targets.engines.mlx:make",
+             "rotating|batch-rotating|MODEL_TYPE, mlx-lm's rotating KV caches and tiny models (pip install 'kvwindow[mlx]')"),
     "ct2:": ("fuzz.targets.engines.ct2:make", "MODEL_TYPE, a tiny seeded HF model converted to CTranslate2 (mistral, "
              "gemma2, gemma3_text)"),
     "llama:": ("fuzz.targets.engines.llama:make", "ARCH, a GGUF written by llama.cpp's converter from a tiny seeded HF "
@@ -57,6 +62,8 @@ FAMILIES: dict[str, tuple[str, str]] = {
 #: (on CPU). A listing that fails (a missing optional dependency) lists the prefix itself as unavailable.
 LISTED: dict[str, str] = {
     "hf:": "fuzz.targets.hf.family:instances",
+    "ort:": "fuzz.targets.engines.ort:instances",
+    "mlx:": "fuzz.targets.engines.mlx:instances",
     "ct2:": "fuzz.targets.engines.ct2:instances",
     "llama:": "fuzz.targets.engines.llama:instances",
     "keras:": "fuzz.targets.engines.keras:instances",

@@ -20,11 +20,10 @@ passes it as :attr:`EngineTarget.findings`.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
 from abc import abstractmethod
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -39,6 +38,26 @@ class EngineCallFailed(Exception):
     def __init__(self, what: str, index: Optional[int], op: Optional[Op], error: BaseException):
         self.what, self.index, self.op, self.error = what, index, op, error
         super().__init__(f"{what} raised {type(error).__name__}: {error}")
+
+
+class _Calling:
+    """:meth:`EngineTarget.calling`'s context manager."""
+
+    __slots__ = ("target", "what", "index", "op")
+
+    def __init__(self, target: "EngineTarget", what: str, index: Optional[int], op: Optional[Op]):
+        self.target, self.what, self.index, self.op = target, what, index, op
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, error, tb) -> bool:
+        if error is None or not isinstance(error, Exception) \
+                or isinstance(error, (Mismatch, Crash, HarnessFault, EngineCallFailed)):
+            return False
+        if isinstance(error, TypeError) and not self.target.from_engine(error):
+            return False  # the adapter called it wrongly: a harness fault upstream
+        raise EngineCallFailed(self.what, self.index, self.op, error) from error
 
 
 class EngineTarget(KnownFindingsTarget):
@@ -79,20 +98,13 @@ class EngineTarget(KnownFindingsTarget):
                                                    f"{type(e).__name__}: {e}") from e
             raise self.fault(e) from e
 
-    @contextlib.contextmanager
-    def calling(self, what: str, index: Optional[int] = None, op: Optional[Op] = None) -> Iterator[None]:
+    def calling(self, what: str, index: Optional[int] = None, op: Optional[Op] = None) -> "_Calling":
         """Run one call into the engine: what it raises is the engine's (a crash at op ``index``), except a
-        ``TypeError`` raised in this repository's code or at the call itself (the adapter's fault)."""
-        try:
-            yield
-        except (Mismatch, Crash, HarnessFault, EngineCallFailed):
-            raise
-        except TypeError as e:
-            if self.from_engine(e):
-                raise EngineCallFailed(what, index, op, e) from e
-            raise
-        except Exception as e:  # noqa: BLE001 - the engine raised on a spec-valid op
-            raise EngineCallFailed(what, index, op, e) from e
+        ``TypeError`` raised in this repository's code or at the call itself (the adapter's fault).
+
+        A plain class rather than a generator context manager: op-level targets make tens of calls per
+        example, and entering a generator-based one costs several times as much."""
+        return _Calling(self, what, index, op)
 
     def from_engine(self, error: BaseException) -> bool:
         """Was ``error`` raised in the engine's Python files (rather than this repository's)?"""
