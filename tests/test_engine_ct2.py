@@ -22,6 +22,14 @@ from impl.hf import reference  # noqa: E402
 warnings.filterwarnings("ignore")
 
 
+def needs(*paths: str) -> None:
+    """Skip, naming what the release lacks, where it cannot drive one of ``paths`` (ct2 < 4.4: no
+    return_logits_vocab, so no generate paths)."""
+    lacking = {p: why for p, why in ct2.lacking_paths().items() if p in paths}
+    if lacking:
+        pytest.skip(f"ctranslate2 {ct2.release()}: " + "; ".join(f"{p}: {why}" for p, why in lacking.items()))
+
+
 @pytest.fixture(scope="module")
 def mistral():
     return Ct2Target("mistral", strict=True)
@@ -33,6 +41,7 @@ def ref(t: tiny.TinyModel, ids, w=None):
 
 def test_convention_window_is_hf_sliding_window(mistral):
     """The converted model's stepped decode sees exactly W keys: equal to the reference at W, not W +- 1."""
+    needs("stepped")
     m = mistral.model(4, 1)
     ids = list(range(3, 15))
     gen, logits = m.generate([ids], 1, stepped=True)[0]
@@ -66,6 +75,7 @@ def test_findings_reproduce_strict(mistral, text, kind, finding):
 
 def test_chunked_prefill_finding():
     """ct2-chunked-prefill-window: a prompt of W + 2 tokens forwarded at once disagrees (generate path only)."""
+    needs("generate")
     t = Ct2Target("mistral", strict=True, paths=("generate",))
     with pytest.raises(Mismatch, match=r"\[generate_batch"):
         t.run(Case.parse(4, "chunk:6 push"))
@@ -79,6 +89,7 @@ def test_known_findings_are_reported_not_raised():
 
 
 def test_gemma2_window_dropped_by_converter():
+    needs("stepped")
     t = Ct2Target("gemma2", strict=True, paths=("stepped",))
     with pytest.raises(Mismatch, match="stepped"):
         t.run(Case.parse(3, "chunk:6 push"))
@@ -109,3 +120,15 @@ def test_registry_lists_ct2():
 
     names = [n for n, _ in registry.listed_names()]
     assert "ct2:mistral" in names and "ct2:gemma3_text" in names
+
+
+def test_forward_past_window_counts_only_the_cases_that_exercise_it():
+    """The default paths count ct2-forward-past-window only for a stream longer than W; the opt-in ragged batch
+    path (which raises for every window below 32) counts every case, and reproduces it."""
+    t = Ct2Target("mistral")
+    assert "batch" not in t.paths
+    assert "ct2-forward-past-window" not in t.known_hits(Case.parse(8, "chunk:3 push push"))
+    assert "ct2-forward-past-window" in t.known_hits(Case.parse(4, "chunk:5 push"))
+    tb = Ct2Target("mistral", paths=("batch",))
+    assert "ct2-forward-past-window" in tb.known_hits(Case.parse(8, "chunk:3"))
+    assert tb.run(Case.parse(8, "chunk:3")).known == {"ct2-forward-past-window": True}

@@ -40,9 +40,17 @@ from impl.engines.tiny import ARCHS, TinyModel, save_hf, token
 DIST = "ctranslate2"
 #: The architectures this adapter converts (HF config class -> CTranslate2 loader registered).
 CONFIG_CLASS = {"mistral": "MistralConfig", "gemma2": "Gemma2Config", "gemma3_text": "Gemma3TextConfig"}
-#: The Generator calls and keywords the adapter drives.
-NEEDS = {"forward_batch": ("return_log_probs",), "score_batch": (), "generate_tokens": ("return_log_prob",),
-         "generate_batch": ("static_prompt", "return_logits_vocab", "include_prompt_in_result", "end_token")}
+#: The Generator calls and keywords each path of the ``ct2:`` targets drives (fuzz/targets/engines/ct2.py).
+PATH_NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "forward": {"forward_batch": ("return_log_probs",)},
+    "batch": {"forward_batch": ("return_log_probs",)},
+    "score": {"score_batch": ()},
+    "stepped": {"generate_batch": ("return_logits_vocab", "include_prompt_in_result", "end_token")},
+    "generate": {"generate_batch": ("static_prompt", "return_logits_vocab", "include_prompt_in_result", "end_token"),
+                 "generate_tokens": ("return_log_prob",)},
+}
+#: What an unavailable path's reason says (scripts/engine_compat.py reads it as "n/a", not a harness fault).
+LACKS = "the release has no"
 
 
 def release() -> str:
@@ -71,21 +79,43 @@ def check(arch: str) -> str:
     if CONFIG_CLASS[arch] not in loaders:
         raise EngineIncompatible(DIST, rel, f"TransformersConverter loader for {CONFIG_CLASS[arch]}",
                                  "not registered in this release")
-    gen = getattr(ctranslate2, "Generator", None)
-    for name, kws in NEEDS.items():
-        fn = getattr(gen, name, None)
-        if fn is None:
-            raise EngineIncompatible(DIST, rel, f"Generator.{name}", "missing")
-        sig = _doc_params(fn)
-        if name == "generate_tokens":
-            try:
-                sig = str(inspect.signature(fn))
-            except (TypeError, ValueError):
-                pass
-        for kw in kws:
-            if kw not in sig:
-                raise EngineIncompatible(DIST, rel, f"Generator.{name}({kw}=...)", "keyword not accepted")
+    lacking = lacking_paths()
+    if len(lacking) == len(PATH_NEEDS):
+        raise EngineUnavailable(f"ctranslate2 {rel}: {LACKS} Generator call the ct2 targets drive ("
+                                + "; ".join(f"{p}: {why}" for p, why in lacking.items()) + ")")
     return rel
+
+
+def _accepts(gen: Any, name: str, kw: str) -> bool:
+    fn = getattr(gen, name, None)
+    if fn is None:
+        return False
+    sig = _doc_params(fn)
+    if name == "generate_tokens":
+        try:
+            sig = str(inspect.signature(fn))
+        except (TypeError, ValueError):
+            pass
+    return kw in sig
+
+
+def lacking_paths() -> dict[str, str]:
+    """The paths the installed release cannot drive, each with what it lacks (feature detection on the
+    ``Generator`` calls' signatures, never a version number: ``return_logits_vocab`` came with 4.4)."""
+    import ctranslate2
+
+    gen = getattr(ctranslate2, "Generator", None)
+    out = {}
+    for path, calls in PATH_NEEDS.items():
+        for name, kws in calls.items():
+            if getattr(gen, name, None) is None:
+                out[path] = f"{LACKS} Generator.{name}"
+                break
+            bad = [kw for kw in kws if not _accepts(gen, name, kw)]
+            if bad:
+                out[path] = f"{LACKS} Generator.{name}({', '.join(k + '=' for k in bad)})"
+                break
+    return out
 
 
 def converted(tiny: TinyModel) -> Path:

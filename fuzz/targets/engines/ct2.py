@@ -8,8 +8,9 @@ Per stream of a case (tokens from the case's seed, :mod:`fuzz.targets.engines.lm
 
 * ``forward`` — ``forward_batch`` of the whole stream (logits of every position: prefill around and
   past ``W``);
-* ``batch`` — ``forward_batch`` of the stream and a second row of another length (the engine pads
-  the shorter one), both rows checked;
+* ``batch`` (opt-in, not a default path) — ``forward_batch`` of the stream and a second row of another
+  length (the engine pads the shorter one), both rows checked: it raises for every window below 32
+  (ct2-forward-past-window), so by default it would only make every case a known finding;
 * ``score`` — ``score_batch`` of the stream (each next token's log-probability);
 * ``stepped`` — ``generate_batch(include_prompt_in_result=True)``: the stream stepped through one
   token at a time (the decode path across ``W`` and around the ring many times), then one generated;
@@ -38,12 +39,15 @@ from fuzz.targets.base import Crash, Mismatch, RunStats
 from fuzz.targets.engines import lm
 from fuzz.targets.engines.lm import as_outcome, pick
 from fuzz.targets.engines.base import EngineCallFailed, EngineTarget
-from fuzz.targets.engines.ct2_findings import FINDINGS
+from fuzz.targets.engines.ct2_findings import BATCH, FINDINGS
 from fuzz.targets.known import case_stats
 from impl.engines import ct2, tiny
 from impl.hf import reference
 
-PATHS = ("forward", "batch", "score", "stepped", "generate")
+#: Every path; ``batch`` (a ragged two-row ``forward_batch``) is opt-in: it raises on every case for every
+#: window a campaign draws (ct2-forward-past-window), so it would only count each case as known.
+ALL_PATHS = ("forward", "batch", "score", "stepped", "generate")
+PATHS = ("forward", "score", "stepped", "generate")
 ATOL = RTOL = 2e-4
 #: CTranslate2 converts no soft-capping: the Gemma 2 source model is built without it (so the window
 #: is the one thing the comparison is about; the missing caps are not a window finding).
@@ -58,10 +62,17 @@ class Ct2Target(EngineTarget):
 
     def __init__(self, arch: str, *, strict: bool = False, paths: Sequence[str] = PATHS,
                  threads: Optional[int] = None, name: Optional[str] = None):
-        bad = [p for p in paths if p not in PATHS]
+        bad = [p for p in paths if p not in ALL_PATHS]
         if bad:
-            raise ValueError(f"paths {bad} are not among {PATHS}")
+            raise ValueError(f"paths {bad} are not among {ALL_PATHS}")
         self.release = ct2.check(arch)
+        #: Paths this release cannot drive (feature detection: e.g. no return_logits_vocab before 4.4), with why.
+        self.lacking = {p: why for p, why in ct2.lacking_paths().items() if p in paths}
+        if len(self.lacking) == len(set(paths)):
+            from impl.engines import EngineUnavailable
+
+            raise EngineUnavailable(f"ct2:{arch}: ctranslate2 {self.release}: " + "; ".join(self.lacking.values()))
+        paths = tuple(p for p in paths if p not in self.lacking)
         self.arch, self.strict, self.paths, self.threads = arch, strict, tuple(paths), threads
         self.name = name or f"ct2:{arch}"
         self.finding_kind = f"ct2:{arch}"
@@ -76,8 +87,11 @@ class Ct2Target(EngineTarget):
     def versions(self) -> dict[str, str]:
         import transformers
 
-        return dict(super().versions(), transformers=transformers.__version__, paths=",".join(self.paths),
-                    tolerance=f"|logits - ref| <= {ATOL:g} + {RTOL:g} * |ref|")
+        out = dict(super().versions(), transformers=transformers.__version__, paths=",".join(self.paths),
+                   tolerance=f"|logits - ref| <= {ATOL:g} + {RTOL:g} * |ref|")
+        if self.lacking:
+            out["not driven"] = "; ".join(f"{p} ({why})" for p, why in self.lacking.items())
+        return out
 
     # -- models and reference
 
@@ -103,6 +117,11 @@ class Ct2Target(EngineTarget):
 
     def finding_views(self, case: Case) -> list[Case]:
         return [case]
+
+    def findings_here(self):
+        """The rows for this model on this release, and those of the ragged ``batch`` path where it runs."""
+        kinds = {self.finding_kind} | ({self.finding_kind + BATCH} if "batch" in self.paths else set())
+        return [f for f in self.findings if any(f.applies(k, self.release) for k in kinds)]
 
     # -- running
 

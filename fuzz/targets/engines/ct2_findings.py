@@ -11,9 +11,16 @@ from fuzz.targets.known import Finding
 from impl.engines.tiny import VOCAB_SIZE
 
 KINDS = frozenset({"ct2:mistral", "ct2:gemma2", "ct2:gemma3_text"})
-#: The releases the matrix could drive and reproduced every finding on (4.0-4.6's converters cannot read
-#: a transformers 5.x config: ``rope_scaling["type"]`` KeyError; docs/compat.md, engine:ct2).
-ALL = ("4.7-4.8",)
+#: The models with sliding layers after conversion (Gemma 2 has none: ct2-gemma2-window-dropped).
+SLIDING = frozenset({"ct2:mistral", "ct2:gemma3_text"})
+#: The kind of a target that also drives the ragged ``forward_batch`` (``paths`` with ``batch``; not a default
+#: path: :mod:`fuzz.targets.engines.ct2`).
+BATCH = "/batch"
+#: scripts/engine_matrix.sh ct2 (every release paired with transformers 4.57.6): each finding reproduced on
+#: every release that can drive its path (generate_batch's return_logits_vocab came with 4.4; the Gemma 2
+#: loader with 4.4, the Gemma 3 loader with 4.7).
+EVERY = ("4.0.0", "4.2.1", "4.4.0", "4.5.0", "4.6.0", "4.7.1", "4.8.5")
+FROM_44 = ("4.4.0", "4.5.0", "4.6.0", "4.7.1", "4.8.5")
 
 
 def generation_histories(s: lm.Stream) -> list[int]:
@@ -37,10 +44,16 @@ def generation_histories(s: lm.Stream) -> list[int]:
 
 
 def _forward_past_window(case: Case) -> bool:
-    """A row longer than W (every whole-row path), or the ragged two-row ``forward_batch`` (its rows always
-    differ in length) of a stream whose window is at most 8 (measured: 64 runs, a ragged batch of rows
-    shorter than the window)."""
-    return any(s.length > s.window or len(s.other) > s.window or s.window <= 12 for s in lm.plan(case, VOCAB_SIZE))
+    """A stream longer than W: ``forward_batch`` / ``score_batch`` of its whole row raise (the ``forward`` and
+    ``score`` paths)."""
+    return any(s.length > s.window for s in lm.plan(case, VOCAB_SIZE))
+
+
+def _ragged_batch(case: Case) -> bool:
+    """Any stream: the ``batch`` path's two rows always differ in length, and a ragged ``forward_batch`` raises
+    on every pair of lengths for every window below 32 (measured W = 2 .. 30, rows 1 .. 12; it works from
+    W = 32), so for the windows a campaign draws every case of a target driving that path hits it."""
+    return bool(lm.plan(case, VOCAB_SIZE))
 
 
 def _prefill_past_window(case: Case) -> bool:
@@ -68,15 +81,19 @@ def _says(*words: str):
 
 
 FINDINGS: tuple[Finding, ...] = (
-    Finding("ct2-forward-past-window", KINDS, ALL, ("4.7.1", "4.8.5"), _forward_past_window,
-            "forward_batch / score_batch of a row longer than W; forward_batch of rows of different lengths",
-            failure=lambda e: isinstance(e, Crash) and ("forward_batch" in str(e) or "score_batch" in str(e))),
-    Finding("ct2-chunked-prefill-window", KINDS, ALL, ("4.7.1", "4.8.5"), _prefill_past_window,
+    Finding("ct2-forward-past-window", SLIDING, ("4.0-4.8",), EVERY, _forward_past_window,
+            "forward_batch / score_batch of a row longer than W",
+            failure=lambda e: isinstance(e, Crash) and ("forward_batch" in str(e) or "score_batch" in str(e))
+            and "ragged" not in str(e)),
+    Finding("ct2-forward-past-window", frozenset(k + BATCH for k in SLIDING), ("4.0-4.8",), EVERY, _ragged_batch,
+            "forward_batch of two rows of different lengths, W < 32 (the opt-in batch path)",
+            failure=lambda e: isinstance(e, Crash) and "2 ragged rows" in str(e)),
+    Finding("ct2-chunked-prefill-window", KINDS, ("4.4-4.8",), FROM_44, _prefill_past_window,
             "generate with a prompt of W + 2 tokens or more forwarded at once (W >= 2)",
             failure=_says("[generate_batch", "[generate_tokens]")),
-    Finding("ct2-ragged-one-token-prompt", KINDS, ALL, ("4.7.1", "4.8.5"), _ragged_one_token,
+    Finding("ct2-ragged-one-token-prompt", KINDS, ("4.4-4.8",), FROM_44, _ragged_one_token,
             "generate_batch of ragged prompts one of which is a single token",
             failure=_says("[generate_batch row")),
-    Finding("ct2-gemma2-window-dropped", frozenset({"ct2:gemma2"}), ALL, ("4.7.1", "4.8.5"), _longer_than_window,
+    Finding("ct2-gemma2-window-dropped", frozenset({"ct2:gemma2"}), ("4.4-4.8",), FROM_44, _longer_than_window,
             "any Gemma 2 stream longer than W", failure=lambda e: isinstance(e, Mismatch)),
 )
