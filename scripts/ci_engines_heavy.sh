@@ -39,22 +39,7 @@ build_llama() {
   local v=.venv-llama stamp=.venv-llama/.kvwindow-llama
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$LLAMA_RELEASE" ]; then return 0; fi
   small_venv "$v"
-  local dl; dl="$(mktemp -d)"
-  "$DEV_VENV/bin/python" -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$LLAMA_RELEASE" -d "$dl"
-  local sdist; sdist="$(ls "$dl"/llama_cpp_python-*.tar.gz)"
-  export CMAKE_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON -DGGML_CPU_ALL_VARIANTS=OFF -DGGML_BACKEND_DL=OFF -DGGML_CCACHE=ON -DGGML_OPENMP=OFF"
-  export CMAKE_BUILD_PARALLEL_LEVEL=2
-  local t0=$SECONDS
-  "$DEV_VENV/bin/python" -m pip --python "$v/bin/python" install -q "$sdist" gguf
-  echo "ci_engines_heavy: llama-cpp-python $LLAMA_RELEASE built in $((SECONDS - t0)) s"
-  local conv="$v/share/kvwindow/llama.cpp-$LLAMA_RELEASE" src="$dl/src"
-  mkdir -p "$src" "$conv"
-  tar -xzf "$sdist" -C "$src"
-  local vend; vend="$(ls -d "$src"/llama_cpp_python-*/vendor/llama.cpp)"
-  rm -rf "$conv"/*
-  cp -r "$vend/convert_hf_to_gguf.py" "$vend/gguf-py" "$conv/"
-  [ -d "$vend/conversion" ] && cp -r "$vend/conversion" "$conv/"
-  rm -rf "$dl"
+  DEV_VENV="$DEV_VENV" scripts/engines/llama_build.sh "$LLAMA_RELEASE" "$v"
   echo "$LLAMA_RELEASE" > "$stamp"
 }
 
