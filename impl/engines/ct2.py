@@ -76,9 +76,8 @@ def check(arch: str) -> str:
     loaders = getattr(conv, "_MODEL_LOADERS", None)
     if not isinstance(loaders, dict) or not hasattr(conv, "TransformersConverter"):
         raise EngineIncompatible(DIST, rel, "ctranslate2.converters.TransformersConverter", "no loader registry")
-    if CONFIG_CLASS[arch] not in loaders:
-        raise EngineIncompatible(DIST, rel, f"TransformersConverter loader for {CONFIG_CLASS[arch]}",
-                                 "not registered in this release")
+    if CONFIG_CLASS[arch] not in loaders:  # the release predates the model (Gemma 2: 4.4, Gemma 3: 4.7): n/a
+        raise EngineUnavailable(f"ctranslate2 {rel}: {LACKS} TransformersConverter loader for {CONFIG_CLASS[arch]}")
     lacking = lacking_paths()
     if len(lacking) == len(PATH_NEEDS):
         raise EngineUnavailable(f"ctranslate2 {rel}: {LACKS} Generator call the ct2 targets drive ("

@@ -88,7 +88,7 @@ class Ct2Target(EngineTarget):
         import transformers
 
         out = dict(super().versions(), transformers=transformers.__version__, paths=",".join(self.paths),
-                   tolerance=f"|logits - ref| <= {ATOL:g} + {RTOL:g} * |ref|")
+                   tolerance=f"abs(logits - ref) <= {ATOL:g} + {RTOL:g} * abs(ref)")
         if self.lacking:
             out["not driven"] = "; ".join(f"{p} ({why})" for p, why in self.lacking.items())
         return out

@@ -81,7 +81,7 @@ class KerasTarget(EngineTarget):
         keras, tf, _ = adapter.modules()
         return dict(super().versions(), keras=keras.__version__, tensorflow=tf.__version__,
                     backend=adapter.BACKEND, paths=",".join(self.paths),
-                    tolerance=f"|logits - ref| <= {ATOL:g} + {RTOL:g} * |ref|")
+                    tolerance=f"abs(logits - ref) <= {ATOL:g} + {RTOL:g} * abs(ref)")
 
     def tiny_for(self, w: int) -> tiny.TinyModel:
         if w not in self._tiny:

@@ -82,7 +82,7 @@ class LlamaTarget(EngineTarget):
 
     def versions(self) -> dict[str, str]:
         return dict(super().versions(), paths=",".join(self.paths),
-                    tolerance=f"|logits - ref| <= {ATOL:g} + {RTOL:g} * |ref|")
+                    tolerance=f"abs(logits - ref) <= {ATOL:g} + {RTOL:g} * abs(ref)")
 
     def tiny_for(self, w: int) -> tiny.TinyModel:
         if w not in self._tiny:
