@@ -3,8 +3,11 @@
 # (optionally) one fuzz campaign over every target of the engine in each, and a row per release in docs/compat.md.
 #
 # Per-engine settings live in scripts/engines/ENGINE.env (a bash fragment): DIST (PyPI name), PIP_SPEC (pip
-# requirements with {release}), DEFAULT_RELEASES, TEST_GLOB, TARGET_PREFIX, optional LABEL and PRE_INSTALL (a
-# shell command run inside the release venv first, e.g. CMAKE_ARGS for a source build).
+# requirements with {release}), DEFAULT_RELEASES, TEST_GLOB, TARGET_PREFIX, optional LABEL, PRE_INSTALL (a
+# shell command run inside the release venv first, e.g. CMAKE_ARGS for a source build), RELEASE_PINS
+# ("RELEASE=REQ[,REQ...] ...": requirements installed beside that release only, e.g. the mlx[cpu] its metadata asks
+# for; each NAME[extra]==VERSION of them is checked after the build, like DIST) and FINDINGS (the Python modules
+# of the engine's findings tables, for scripts/engine_compat.py).
 #
 # Each venv (.venv-ENGINE-RELEASE/) holds only what PIP_SPEC installs beyond the dev venv; a .pth file appends
 # the dev venv's site-packages (numpy, torch, hypothesis, pytest, ...) and the repository root to sys.path after
@@ -28,6 +31,7 @@ if [ -z "$ENGINE" ] || [ ! -f "scripts/engines/$ENGINE.env" ]; then
 fi
 shift
 PRE_INSTALL=""
+RELEASE_PINS=""
 LABEL="$ENGINE"
 # shellcheck disable=SC1090
 source "scripts/engines/$ENGINE.env"
@@ -62,14 +66,27 @@ build() {  # build .venv-$ENGINE-$1 unless its stamp is current
   "$DEV_VENV/bin/python" -m venv --without-pip "$venv"
   printf '%s\n%s\n' "$SHARED" "$PWD" > "$venv/lib/$PYVER/site-packages/zz_kvwindow_shared.pth"
   if [ -n "$PRE_INSTALL" ]; then (source "$venv/bin/activate" && eval "$PRE_INSTALL"); fi
+  local pins
+  pins="$(pins_of "$rel")"
+  set -f  # requirements like mlx[cpu]==X are words, not globs
   # shellcheck disable=SC2086
-  "$DEV_VENV/bin/python" -m pip --python "$venv/bin/python" install -q ${PIP_SPEC//\{release\}/$rel}
-  "$venv/bin/python" -c "import importlib.metadata as md, sys; v = md.version('$DIST'); \
-sys.exit(0 if v == '$rel' else f'$DIST {v} found, wanted $rel'); " || return 1
+  "$DEV_VENV/bin/python" -m pip --python "$venv/bin/python" install -q ${PIP_SPEC//\{release\}/$rel} $pins
+  set +f
+  "$venv/bin/python" -c "import importlib.metadata as md, re, sys; v = md.version('$DIST'); \
+sys.exit(0 if v == '$rel' else f'$DIST {v} found, wanted $rel'); \
+bad = [f'{n} {md.version(n)} found, wanted {w}' for n, w in re.findall(r'([A-Za-z0-9_.-]+)(?:\[[^]]*\])?==(\S+)', '$pins') \
+       if md.version(n) != w]; sys.exit('; '.join(bad) or 0)" || return 1
   echo "  $DIST $rel: $("$venv/bin/python" -m pip --version >/dev/null 2>&1; "$DEV_VENV/bin/python" -m pip --python "$venv/bin/python" list 2>/dev/null | grep -iE "^($DIST|mlx|onnx|onnxruntime|ctranslate2|llama|keras) " | tr -s ' ' | tr '\n' ';')"
   echo "$KEY" > "$stamp"
 }
-KEY="$(declare -f build | sha256sum | cut -c1-16) $SHARED $PIP_SPEC $PRE_INSTALL"
+pins_of() {  # the RELEASE_PINS requirements of release $1 (space-separated), or nothing
+  local entry
+  set -f
+  for entry in $RELEASE_PINS; do
+    if [ "${entry%%=*}" = "$1" ]; then echo "${entry#*=}" | tr ',' ' '; return 0; fi
+  done
+}
+KEY="$(declare -f build pins_of | sha256sum | cut -c1-16) $SHARED $PIP_SPEC $PRE_INSTALL $RELEASE_PINS"
 
 status=0
 start_all=$(date +%s)

@@ -20,6 +20,14 @@ files build a sliding layer from an HF config's ``sliding_window = W``: ``gemma3
 
 Feature detection looks at signatures and attributes (``make_mask``, ``window_size`` of
 ``create_attention_mask``, ``BatchRotatingKVCache.prepare``/``finalize``/``extract``), never version numbers.
+
+Releases whose ``create_attention_mask(h, cache=None, return_array=False)`` takes no window (mlx-lm 0.26, 0.27)
+are driven as their own model files drive a sliding layer (0.27.1 ``gemma3_text.py``, ``Gemma3Model.__call__``:
+``sliding_window_mask = create_attention_mask(h, cache)`` with ``cache`` the model's list of layer caches, whose
+first is a sliding layer's ``RotatingKVCache``; the helper reads the window from ``cache[0].max_size``; then
+``Attention.__call__``: ``if isinstance(mask, mx.array) and mask.shape[-1] != keys.shape[-2]: mask = mask[...,
+-keys.shape[-2]:]``). The mapping is the same (``max_size = W``); a mask window other than ``max_size`` (the
+``wide`` view) cannot be asked for there (:attr:`Features.mask_window`).
 """
 
 from __future__ import annotations
@@ -59,7 +67,8 @@ def release() -> str:
 class Features:
     release: str
     mlx: str
-    #: ``create_attention_mask`` takes ``window_size`` (else the adapter cannot ask for a window).
+    #: ``create_attention_mask`` takes ``window_size``; else it takes the list of layer caches and reads the
+    #: window from the first one's ``max_size`` (mlx-lm 0.26, 0.27: module docstring).
     mask_window: bool
     #: ``BatchRotatingKVCache`` exists.
     batch: bool
@@ -80,10 +89,11 @@ def features() -> Features:
         raise EngineIncompatible("mlx-lm", rel, "mlx_lm.models.cache", f"{type(e).__name__}: {e}") from e
     if not hasattr(cache, "RotatingKVCache") or "keep" not in inspect.signature(cache.RotatingKVCache).parameters:
         raise EngineIncompatible("mlx-lm", rel, "RotatingKVCache(max_size, keep)", "no such class or parameter")
-    mask_window = "window_size" in inspect.signature(base.create_attention_mask).parameters
-    if not mask_window:
-        raise EngineIncompatible("mlx-lm", rel, "create_attention_mask(window_size=)",
-                                 "the release's mask helper takes no window")
+    params = inspect.signature(base.create_attention_mask).parameters
+    mask_window = "window_size" in params
+    if not mask_window and list(params)[:2] != ["h", "cache"]:
+        raise EngineIncompatible("mlx-lm", rel, "create_attention_mask(h, cache, ...)",
+                                 f"an unknown signature {tuple(params)}")
     b = getattr(cache, "BatchRotatingKVCache", None)
     right = b is not None and hasattr(b, "prepare") and hasattr(b, "finalize") and \
         "right_padding" in inspect.signature(b.prepare).parameters
@@ -119,12 +129,17 @@ class Stepper:
 
         B, N = q.shape[:2]
         h = mx.zeros((B, N, 1), mx.float32)
-        if self.window_size is None:
+        listed = not features().mask_window  # mlx-lm 0.26/0.27: the helper takes the layer caches' list
+        if listed:  # ... and reads the window from the cache's max_size (a window_size here has no say)
+            mask = base.create_attention_mask(h, [self.cache])
+        elif self.window_size is None:
             mask = base.create_attention_mask(h, self.cache)
         else:
             mask = base.create_attention_mask(h, self.cache, window_size=self.window_size)
         t = lambda x: mx.array(np.ascontiguousarray(np.transpose(x, (0, 2, 1, 3))))  # noqa: E731 [B,heads,N,D]
         keys, values = self.cache.update_and_fetch(t(k), t(v))
+        if listed and isinstance(mask, mx.array) and mask.shape[-1] != keys.shape[-2]:
+            mask = mask[..., -keys.shape[-2]:]  # what those releases' Attention.__call__ does
         return _sdpa(t(q), keys, values, self.cache, DIM ** -0.5, mask)
 
 

@@ -10,7 +10,9 @@ step — which after the ring wrapped takes ``update_and_fetch``'s concatenating
 * **window** — ``keep=0``: a sliding layer (``Model.make_cache``);
 * **sinks** — ``keep = 1 + seed % min(4, W - 1)`` (W >= 2), no mask window: ``make_prompt_cache``'s
   ``max_kv_size`` cache; the spec is ``sinkWindow keep W``;
-* **wide** — ``max_size = W + 1 + seed % 3`` with ``window_size = W``: the mask alone keeps the window.
+* **wide** — ``max_size = W + 1 + seed % 3`` with ``window_size = W``: the mask alone keeps the window (where
+  the release's ``create_attention_mask`` takes ``window_size``: mlx-lm 0.28+; before, the mask's window is the
+  cache's ``max_size``).
 
 After every call the cache's keys in temporal order must contain the spec's window as a run ending at
 the newest position (the cache may keep more: ``max_size - 1 + N`` after an N-token step).
@@ -104,23 +106,51 @@ def _chunk_after_wrap(case: Case) -> bool:
     return False
 
 
+def _extract_after_eviction(case: Case) -> bool:
+    """A batch view's call after which the ring has dropped ``D`` columns with ``1 <= D <= W + 1``.
+
+    ``BatchRotatingKVCache`` counts every dropped column off each row's ``left_padding`` (row 0 has none, so
+    its ``left_padding`` is ``-D``; row 1's is ``d - D``). An ``extract(row)`` that slices the buffer from a
+    negative ``left_padding`` keeps only the newest ``D`` (row 1: ``D - d``) columns, which hold less than the
+    window while that is below ``W - 1``; ``d <= 3`` comes from the case's seed (every ``d`` counts, as in
+    :func:`_chunk_after_wrap`). The buffer keeps ``L`` columns: the first call's all, ``min(L, W - 1) + N``
+    after a multi-token step (``update_concat``), ``W`` after a single-token step on a full ring."""
+    for w, ops in case.streams():
+        calls = S.calls(ops)
+        if not calls or calls[0].n < 2:
+            continue  # no batch view
+        kept = calls[0].n
+        for c in calls[1:]:
+            kept = (min(kept + 1, w) if kept < w else w) if c.n == 1 else min(kept, w - 1) + c.n
+            if 1 <= c.end - kept <= w + 1:
+                return True
+    return False
+
+
 #: Written-up divergences (docs/findings/<id>.md), releases from scripts/engine_matrix.sh mlx.
 FINDINGS: tuple[Finding, ...] = (
-    Finding("mlx-rotating-keep-chunk-mask", frozenset({"mlx:rotating"}), ("0.32",), ("0.32.2",),
+    Finding("mlx-rotating-keep-chunk-mask", frozenset({"mlx:rotating"}), ("0.26-0.32",),
+            ("0.26.4", "0.27.1", "0.28.4", "0.29.1", "0.30.7", "0.31.3", "0.32.0", "0.32.2"),
             _sink_chunk_past_window, "a multi-token step reaching position W with keep > 0 (the sinks view)",
             failure=lambda e: "[sinks" in str(e), upstream="https://github.com/ml-explore/mlx-lm/issues/1631"),
-    Finding("mlx-batch-rotating-one-token-prompt-chunk", frozenset({"mlx:batch-rotating"}), ("0.32",), ("0.32.2",),
+    Finding("mlx-batch-rotating-one-token-prompt-chunk", frozenset({"mlx:batch-rotating"}), ("0.28-0.32",),
+            ("0.28.4", "0.29.1", "0.30.7", "0.31.3", "0.32.0", "0.32.2"),
             _one_token_prompt_chunk, "a right-padded prompt processed in chunks, one of them a single token",
             failure=lambda e: "finalize()" in str(e)),
-    Finding("mlx-batch-rotating-wrapped-chunk-mask", frozenset({"mlx:batch-rotating"}), ("0.32",), ("0.32.2",),
+    Finding("mlx-batch-rotating-wrapped-chunk-mask", frozenset({"mlx:batch-rotating"}), ("0.28-0.32",),
+            ("0.28.4", "0.29.1", "0.31.3", "0.32.0", "0.32.2"),
             _chunk_after_wrap, "a multi-token step after single-token steps left the ring wrapped part-way, "
             "while it still holds a pad column of the shorter row",
             failure=lambda e: "batch row 1]" in str(e) and "attention output" in str(e)),
+    Finding("mlx-batch-rotating-extract-negative-padding", frozenset({"mlx:batch-rotating"}), ("0.30",), ("0.30.7",),
+            _extract_after_eviction, "extract(row) after the ring dropped fewer than W + 2 columns",
+            failure=lambda e: "cache holds positions" in str(e) and "padded d=" in str(e)),
 )
 #: A case that reproduces each finding (tests/test_engine_mlx.py, the notes' repro).
 REPRO = {"mlx-rotating-keep-chunk-mask": (3, "chunk:5"),
          "mlx-batch-rotating-one-token-prompt-chunk": (3, "chunk:4 chunk:1 push"),
-         "mlx-batch-rotating-wrapped-chunk-mask": (3, "chunk:3 push chunk:2")}
+         "mlx-batch-rotating-wrapped-chunk-mask": (3, "chunk:3 push chunk:2"),
+         "mlx-batch-rotating-extract-negative-padding": (3, "chunk:3 push")}
 
 
 class MlxTarget(EngineTarget):
@@ -207,8 +237,9 @@ class RotatingTarget(MlxTarget):
             keep = 1 + seed % min(4, w - 1)
             self._drive(m.rotating(w, keep=keep, masked=False), calls, p, p.reference(w, sinks=keep),
                         f"sinks keep={keep}")
-        extra = 1 + seed % 3
-        self._drive(m.rotating(w, extra=extra), calls, p, p.reference(w), f"wide max_size=W+{extra}")
+        if self.features.mask_window:  # a mask window narrower than max_size needs window_size= (mlx-lm 0.28+)
+            extra = 1 + seed % 3
+            self._drive(m.rotating(w, extra=extra), calls, p, p.reference(w), f"wide max_size=W+{extra}")
 
 
 class BatchRotatingTarget(MlxTarget):

@@ -31,6 +31,9 @@ FINDINGS: tuple[Finding, ...] = (
     Finding("mlx-window-ignored", frozenset({"mlx:mistral", "mlx:gemma2"}), ("0.26-0.32",),
             ("0.26.4", "0.27.1", "0.28.4", "0.29.1", "0.30.7", "0.31.3", "0.32.0", "0.32.2"),
             _beyond_window, "any stream longer than W"),
+    # mlx-lm 0.26/0.27's llama.py reads no layer_types: the sliding layer of mlx:llama's config attends fully too.
+    Finding("mlx-window-ignored", frozenset({"mlx:llama"}), ("0.26-0.27",), ("0.26.4", "0.27.1"),
+            _beyond_window, "any stream longer than W (llama.py reads no layer_types)"),
 )
 
 
