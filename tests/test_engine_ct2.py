@@ -132,3 +132,9 @@ def test_forward_past_window_counts_only_the_cases_that_exercise_it():
     tb = Ct2Target("mistral", paths=("batch",))
     assert "ct2-forward-past-window" in tb.known_hits(Case.parse(8, "chunk:3"))
     assert tb.run(Case.parse(8, "chunk:3")).known == {"ct2-forward-past-window": True}
+
+
+def test_two_threads_agree_with_the_reference():
+    """Campaigns run one intra-op thread (two are ~100x slower on this loaded machine); two are driven here."""
+    t = Ct2Target("mistral", strict=True, threads=2, paths=("forward", "score", "stepped", "generate"))
+    t.run(Case.parse(8, "chunk:3 push push"))
