@@ -138,3 +138,20 @@ def test_two_threads_agree_with_the_reference():
     """Campaigns run one intra-op thread (two are ~100x slower on this loaded machine); two are driven here."""
     t = Ct2Target("mistral", strict=True, threads=2, paths=("forward", "score", "stepped", "generate"))
     t.run(Case.parse(8, "chunk:3 push push"))
+
+
+def test_chunked_prefill_finding_gemma3_at_w1():
+    """ct2-chunked-prefill-window on Gemma 3 reaches W = 1 (found by a campaign: push chunk:2 push); the stepped
+    path of the same stream agrees, so the window itself is right."""
+    needs("generate", "stepped")
+    from impl.engines import EngineUnavailable
+
+    try:
+        ct2.check("gemma3_text")
+    except EngineUnavailable as e:  # before 4.7: no Gemma 3 loader
+        pytest.skip(str(e))
+    case = Case.parse(1, "push chunk:2 push")
+    with pytest.raises(Mismatch, match=r"\[generate_batch"):
+        Ct2Target("gemma3_text", strict=True, paths=("generate",)).run(case)
+    Ct2Target("gemma3_text", strict=True, paths=("stepped",)).run(case)
+    assert "ct2-chunked-prefill-window" in Ct2Target("gemma3_text").known_hits(case)

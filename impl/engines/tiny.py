@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib
 import json
 import warnings
 from dataclasses import dataclass, field
@@ -109,20 +110,41 @@ def build(arch: str, window: int, seed: int = 0, overrides: Optional[dict[str, A
     cfg = tiny_config(arch, window, "eager")
     for k, v in (overrides or {}).items():
         setattr(cfg, k, v)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = _model_class(arch)(cfg)
-    state = {k: v.to(torch.float32).to(torch.float64) for k, v in seeded_state_dict(model, arch, seed).items()}
-    if getattr(cfg, "tie_word_embeddings", False) and "lm_head.weight" in state:
-        state["lm_head.weight"] = state["model.embed_tokens.weight"]  # tied: one tensor, as HF loads it
-    out = TinyModel(arch, window, seed, cfg, state, dict(overrides or {}))
+    key = (arch, seed, json.dumps(overrides or {}, sort_keys=True, default=str))
+    state = _STATES.get(key)
+    if state is None:  # the weights do not depend on the window: one seeded draw per (arch, seed, overrides)
+        with warnings.catch_warnings(), _no_init():
+            warnings.simplefilter("ignore")
+            model = _model_class(arch)(cfg)
+        state = {k: v.to(torch.float32).to(torch.float64) for k, v in seeded_state_dict(model, arch, seed).items()}
+        if getattr(cfg, "tie_word_embeddings", False) and "lm_head.weight" in state:
+            state["lm_head.weight"] = state["model.embed_tokens.weight"]  # tied: one tensor, as HF loads it
+        _STATES[key] = state
+    out = TinyModel(arch, window, seed, cfg, dict(state), dict(overrides or {}))
     out.fingerprint()
     return out
 
 
+#: (arch, seed, overrides) -> the seeded float32-valued weights (as float64), shared by every window.
+_STATES: dict[tuple, dict[str, torch.Tensor]] = {}
+
+
+def _no_init() -> Any:
+    """transformers' ``no_init_weights`` (skip the random init of weights that are overwritten anyway: ~2 s of
+    CPU per 6-layer Gemma 3), where the release has it; else a no-op."""
+    import contextlib
+
+    for mod in ("transformers.initialization", "transformers.modeling_utils"):
+        try:
+            return importlib.import_module(mod).no_init_weights()
+        except (ImportError, AttributeError):
+            continue
+    return contextlib.nullcontext()
+
+
 def hf_model(tiny: TinyModel) -> Any:
     """A float32 transformers model holding ``tiny``'s weights (what a converter loads)."""
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _no_init():
         warnings.simplefilter("ignore")
         model = _model_class(tiny.arch)(copy.deepcopy(tiny.config))
         model.load_state_dict({k: v.to(torch.float32) for k, v in tiny.state.items()}, strict=False)
