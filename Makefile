@@ -3,7 +3,7 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kvwindow-installed
-EXTRAS ?= dev,hf,ort,mlx
+EXTRAS ?= dev,hf,ort,mlx,ct2
 DEPS   := pyproject.toml setup.py $(wildcard impl/_*_build.py csrc/*.c csrc/*.h)
 
 .PHONY: fuzz test setup clean

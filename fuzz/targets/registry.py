@@ -58,6 +58,12 @@ FAMILIES: dict[str, tuple[str, str]] = {
              "gqa|attention, ONNX Runtime's GroupQueryAttention / ONNX Attention-25 (pip install 'kvwindow[ort]')"),
     "mlx:": ("fuzz.targets.engines.mlx:make",
              "rotating|batch-rotating|MODEL_TYPE, mlx-lm's rotating KV caches and tiny models (pip install 'kvwindow[mlx]')"),
+    "ct2:": ("fuzz.targets.engines.ct2:make", "mistral|gemma2|gemma3_text, a tiny seeded HF model converted to "
+             "CTranslate2 by its own converter (pip install 'kvwindow[ct2]')"),
+    "llama:": ("fuzz.targets.engines.llama:make", "gemma2|gemma3, a GGUF written by llama.cpp's converter from a tiny "
+               "seeded HF model, driven through llama-cpp-python's low-level API (scripts/ci_engines_heavy.sh)"),
+    "keras:": ("fuzz.targets.engines.keras:make", "gemma2|gemma3, keras-hub's Gemma 2 / Gemma 3 (tensorflow backend) "
+               "converted from a tiny seeded HF checkpoint by keras-hub's own converter (scripts/ci_engines_heavy.sh)"),
 }
 
 #: prefix -> "module:function" returning every member of the family to list, probe and run by default
@@ -66,6 +72,9 @@ LISTED: dict[str, str] = {
     "hf:": "fuzz.targets.hf.family:instances",
     "ort:": "fuzz.targets.engines.ort:instances",
     "mlx:": "fuzz.targets.engines.mlx:instances",
+    "ct2:": "fuzz.targets.engines.ct2:instances",
+    "llama:": "fuzz.targets.engines.llama:instances",
+    "keras:": "fuzz.targets.engines.keras:instances",
 }
 
 
