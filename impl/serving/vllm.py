@@ -122,7 +122,7 @@ class _VllmPaged:
         specs = []
         for g in self.groups:
             common = dict(block_size=B, num_kv_heads=1, head_size=D, dtype=torch.float32)
-            specs.append(v.SlidingWindowSpec(sliding_window=W, **common) if g == "swa"
+            specs.append(v.SlidingWindowSpec(sliding_window=self.engine_window(W), **common) if g == "swa"
                          else v.FullAttentionSpec(**common))
         cfg = v.KVCacheConfig(num_blocks=N + 1, kv_cache_tensors=[], kv_cache_groups=[
             v.KVCacheGroupSpec(layer_names=[f"model.layers.{i}.self_attn"], kv_cache_spec=s)
@@ -145,6 +145,11 @@ class _VllmPaged:
         self._gid = {g: i for i, g in enumerate(self.groups)}
         self._store = SimStore(N + 1, B, D)
         self._seqs, self._reg, self.stats = {}, SeqRegistry(), _Stats()
+
+    @staticmethod
+    def engine_window(W: int) -> int:
+        """The spec's ``W`` as vLLM's ``sliding_window`` (DESIGN §6, the module docstring cites the source)."""
+        return W
 
     def _pool(self, what: str):
         if self._m is None:
