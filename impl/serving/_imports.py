@@ -134,5 +134,28 @@ def import_sglang() -> SimpleNamespace:
     _bridge_torchvision()
     (SWATokenToKVPoolAllocator,) = _need("sglang", rel, "sglang.srt.mem_cache.allocator.swa",
                                          ("SWATokenToKVPoolAllocator",))
-    _SGLANG = SimpleNamespace(release=rel, SWATokenToKVPoolAllocator=SWATokenToKVPoolAllocator)
+    (SWAKVPool,) = _need("sglang", rel, "sglang.srt.mem_cache.swa_memory_pool", ("SWAKVPool",))
+    (ReqToTokenPool,) = _need("sglang", rel, "sglang.srt.mem_cache.memory_pool", ("ReqToTokenPool",))
+    (ReqKvInfo,) = _need("sglang", rel, "sglang.srt.managers.schedule_batch", ("ReqKvInfo",))
+    free_swa_out_of_window_slots, free_kv_row_segments = _need(
+        "sglang", rel, "sglang.srt.mem_cache.common", ("free_swa_out_of_window_slots", "free_kv_row_segments"))
+    (get_num_new_pages,) = _need("sglang", rel, "sglang.srt.utils.common", ("get_num_new_pages",))
+    (ComponentType,) = _need("sglang", rel, "sglang.srt.mem_cache.unified_cache.component_type", ("ComponentType",))
+    for name in ("alloc", "alloc_extend", "alloc_decode", "new_pages_available", "translate_loc_from_full_to_swa",
+                 "full_available_size", "swa_available_size"):
+        if not hasattr(SWATokenToKVPoolAllocator, name):
+            raise EngineIncompatible("sglang", rel, f"SWATokenToKVPoolAllocator.{name}", "is missing")
+    _params("sglang", rel, free_swa_out_of_window_slots, "free_swa_out_of_window_slots",
+            ("req", "pre_len", "sliding_window_size", "page_size", "req_to_token_pool", "token_to_kv_pool_allocator",
+             "supports_prefix_sharing"))
+    _params("sglang", rel, SWAKVPool.__init__, "SWAKVPool(...)",
+            ("size", "size_swa", "page_size", "dtype", "head_num", "head_dim", "swa_attention_layer_ids",
+             "full_attention_layer_ids", "device"))
+    if not hasattr(ComponentType, "SWA"):
+        raise EngineIncompatible("sglang", rel, "ComponentType.SWA", "is missing")
+    _SGLANG = SimpleNamespace(release=rel, SWATokenToKVPoolAllocator=SWATokenToKVPoolAllocator, SWAKVPool=SWAKVPool,
+                              ReqToTokenPool=ReqToTokenPool, ReqKvInfo=ReqKvInfo,
+                              free_swa_out_of_window_slots=free_swa_out_of_window_slots,
+                              free_kv_row_segments=free_kv_row_segments, get_num_new_pages=get_num_new_pages,
+                              SWA=ComponentType.SWA)
     return _SGLANG
