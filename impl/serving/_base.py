@@ -36,6 +36,8 @@ class Unsupported(PagedKVError, NotImplementedError):
 
 
 def _int(name: str, v: Any) -> int:
+    if type(v) is int and -INT64_MAX - 1 <= v <= INT64_MAX:
+        return v
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {v!r}")
     v = int(v)
@@ -54,7 +56,12 @@ def check_config(window: Any, block_size: Any, num_blocks: Any, width: Any) -> t
     return args
 
 
+_F32 = np.dtype(np.float32)
+
+
 def _vec(name: str, x: Any, width: int) -> np.ndarray:
+    if type(x) is np.ndarray and x.dtype == _F32 and x.shape == (width,):
+        return x  # read only (hashed, copied into the store): no copy needed
     if hasattr(x, "detach"):
         x = x.detach().cpu().numpy()
     a = np.ascontiguousarray(x, dtype=np.float32)
@@ -80,8 +87,16 @@ def token_id(key: np.ndarray, value: np.ndarray) -> int:
 
     Prefix caches key blocks by token ids; entries are compared by their bits (``-0.0`` is not
     ``0.0``), as the reference's content identity does. The position is implied by the order."""
-    d = hashlib.blake2b(key.tobytes() + b"|" + value.tobytes(), digest_size=8).digest()
-    return int.from_bytes(d, "little") >> 2
+    raw = key.tobytes() + b"|" + value.tobytes()
+    got = _TOKENS.get(raw)
+    if got is None:
+        if len(_TOKENS) >= 1 << 16:
+            _TOKENS.clear()
+        got = _TOKENS[raw] = int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "little") >> 2
+    return got
+
+
+_TOKENS: dict[bytes, int] = {}  # memo of token_id (streams repeat payloads); bounded
 
 
 class SimStore:
