@@ -24,6 +24,23 @@ from impl.serving import ADAPTERS  # noqa: E402
 from tests.support.serving_diff import Divergences, run_diff  # noqa: E402
 
 
+def write(a, tot: Divergences, t0: float, end: int, final: bool) -> None:
+    """The summary so far (``complete`` says whether every stream ran), written atomically."""
+    summary = {"target": a.target, "seeds": [a.start, end - 1], "streams": end - a.start, "complete": final,
+               "ops_per_stream": a.ops, "seconds": round(time.perf_counter() - t0, 1),
+               "correctness": tot.correctness, "reference": tot.reference, "efficiency": dict(tot.efficiency),
+               "examples": tot.examples, "counts": dict(tot.counts)}
+    text = json.dumps(summary, indent=1, sort_keys=True)
+    if final:
+        print(text)
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=a.out.parent, prefix=a.out.name, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(text + "\n")
+        os.replace(tmp, a.out)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("target", choices=sorted(ADAPTERS))
@@ -41,18 +58,11 @@ def main(argv=None) -> int:
         for c in d.correctness:
             print("CORRECTNESS", c, flush=True)
         tot.merge(d)
-    secs = time.perf_counter() - t0
-    summary = {"target": a.target, "seeds": [a.start, a.start + a.streams - 1], "ops_per_stream": a.ops,
-               "seconds": round(secs, 1), "correctness": tot.correctness, "reference": tot.reference,
-               "efficiency": dict(tot.efficiency), "examples": tot.examples, "counts": dict(tot.counts)}
-    text = json.dumps(summary, indent=1, sort_keys=True)
-    print(text)
-    if a.out:
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=a.out.parent, prefix=a.out.name, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(text + "\n")
-        os.replace(tmp, a.out)
+        if (seed - a.start + 1) % 250 == 0:
+            write(a, tot, t0, seed + 1, final=False)
+            print(f"progress: {seed - a.start + 1} streams, {len(tot.correctness)} correctness, "
+                  f"{dict(tot.efficiency)}, {time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
+    write(a, tot, t0, a.start + a.streams, final=True)
     return 1 if tot.correctness else 0
 
 
