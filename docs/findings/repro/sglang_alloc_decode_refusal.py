@@ -1,4 +1,8 @@
-import sys; sys.path.insert(0, "/work/wt/serving")
+# Standalone: SGLang 0.5.23's SWATokenToKVPoolAllocator.alloc_decode when the SWA pool is full.
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repo root: impl/serving/_imports.py bridges torchvision
 from impl.serving._imports import import_sglang
 s = import_sglang()
 import torch
