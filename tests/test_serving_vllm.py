@@ -138,6 +138,26 @@ def test_a_prefix_hit_is_the_engines_own_and_keyed_by_identity():
     prompt = [_ent(i, float(i % 3), 1) for i in range(9)]
     a.add(0)
     a.append_chunk(0, prompt[:8])
+    assert a.longest_valid_hit(prompt) == 8
     assert a.admit(1, prompt) == 8  # the blocks of positions 5..7 (logical 2, 3) are cached
     assert [p for p, _, _ in a.read(1)] == [5, 6, 7]
     assert a.admit(2, prompt, identity=1) == 0  # another identity (cache_salt) hits nothing
+
+
+def test_a_hit_one_block_short_is_recorded_as_efficiency():
+    """A negative control for the hit-length check: vLLM asked for a hit at most one block shorter than it
+    may grant (``max_cache_hit_length = m - 1 - B``; such hits stay valid, so reads stay right) is seen as
+    ``short_hit``."""
+
+    class Short(VllmSwa):
+        def admit(self, seq, entries, identity=0):
+            m, B = self._m, self._cfg[1]
+            real = m.get_computed_blocks
+            m.get_computed_blocks = lambda req: real(req, max_cache_hit_length=max(0, req.num_tokens - 1 - B))
+            try:
+                return super().admit(seq, entries, identity)
+            finally:
+                m.get_computed_blocks = real
+
+    tot = _total(Short, range(60))
+    assert tot.efficiency["short_hit"] > 0, dict(tot.efficiency)
