@@ -10,7 +10,7 @@
 #   * vllm 0.33.0 and sglang 0.5.23 with --no-deps,
 #   * the pinned dependencies their block-manager imports need: the list below was found by importing
 #     vllm.v1.core.kv_cache_manager, vllm.v1.core.sched.scheduler and sglang.srt.mem_cache.allocator.swa,
-#     sglang.srt.mem_cache.swa_memory_pool, sglang.srt.mem_cache.swa_radix_cache-era modules and installing
+#     sglang.srt.mem_cache.swa_memory_pool, sglang.srt.mem_cache.common and installing
 #     each missing module, one at a time, until they imported (versions: vLLM's own pins where it has
 #     one, else what the registry served when this was written),
 #   * torchvision 0.28.0 (--no-deps; transformers and sglang.srt.configs import it: its C ops are built
