@@ -214,13 +214,19 @@ def phase_lines(results: list[TargetResult], goal: int | None = None) -> list[st
     short of the coverage goal (``goal`` examples and every phase that applies) why (:func:`fuzz.schedule.goal_note`)."""
     from fuzz.phases import ORDER
 
-    groups: dict[tuple[str, str], list[str]] = {}
+    # (phases, reason) -> targets: one line per reason, however many phases share it (a paged target's six
+    # ring phases say the same thing).
+    groups: dict[tuple[tuple[str, ...], str], list[str]] = {}
     for r in results:
+        by_why: dict[str, list[str]] = {}
         for name in ORDER:
             rec = r.phases_run.get(name)
             if rec is not None and rec.get("status") == "n/a":
-                groups.setdefault((name, rec.get("why", "")), []).append(r.name)
-    out = [f"phase {name} does not apply to {', '.join(names)}: {why}" for (name, why), names in groups.items()]
+                by_why.setdefault(rec.get("why", ""), []).append(name)
+        for why, names in by_why.items():
+            groups.setdefault((tuple(names), why), []).append(r.name)
+    out = [f"phase{'s' if len(ph) > 1 else ''} {', '.join(ph)} {'do' if len(ph) > 1 else 'does'} not apply to "
+           f"{', '.join(names)}: {why}" for (ph, why), names in groups.items()]
     if goal is not None:
         from fuzz.schedule import goal_note
 

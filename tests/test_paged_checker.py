@@ -138,3 +138,46 @@ def test_reads_are_checked_bit_for_bit_on_every_sequence():
     c = PagedCase.parse("+s0 s0 chunk:3 fork:s0>s1 s0 push", window=3, block_size=2, num_blocks=8, width=2)
     with pytest.raises(Mismatch, match=r"read\(s1\): value of position 1"):
         PagedTarget("x", CrossTalk).run(c)
+
+
+class _ShadowGroup(BlockPool):
+    """A pool shared with a second attention group that holds one block per live sequence (as a hybrid
+    model's full-attention group does), taken from the same free list."""
+
+    paged_queries = ("length", "refcount", "held_elsewhere")
+
+    def configure(self, window, block_size, num_blocks, width):
+        super().configure(window, block_size, num_blocks, width)
+        self.shadow = {}
+
+    def add(self, seq):
+        super().add(seq)
+        if self.free_list:
+            self.shadow[seq] = self.free_list.pop()
+
+    def free(self, seq):
+        super().free(seq)
+        if seq in self.shadow:
+            self.free_list.append(self.shadow.pop(seq))
+
+    def held_elsewhere(self):
+        return sorted(self.shadow.values())
+
+
+def test_blocks_held_by_another_group_are_counted_and_must_be_disjoint():
+    c = PagedCase.parse("+s0 s0 chunk:3 +s1 s1 push free:s0 s1 push", window=3, block_size=1, num_blocks=8, width=2)
+    assert PagedTarget("shadow", _ShadowGroup).run(c) is not None
+
+    class Undeclared(_ShadowGroup):
+        paged_queries = ()
+
+    with pytest.raises(Mismatch, match=r"free_blocks\(\) = 7, but the tables reference 0"):
+        PagedTarget("undeclared", Undeclared).run(c)
+
+    class Overlapping(_ShadowGroup):
+        def held_elsewhere(self):  # claims a block a sliding table holds
+            return sorted(set(self.shadow.values()) | {b for q in self.seqs.values() for b in q.table
+                                                       if b is not None})
+
+    with pytest.raises(Mismatch, match="held by another group too"):
+        PagedTarget("overlapping", Overlapping).run(c)

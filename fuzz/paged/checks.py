@@ -12,8 +12,9 @@ checked too. Correctness (a failure is a :class:`~fuzz.targets.base.Mismatch`):
 * **sharing** — two tables share a block only at the same logical block, with the same identity, and
   only while both histories agree on every position of it the two have written; a block an op just
   wrote into is referenced by no other table entry (copy on write);
-* **counts** — ``free_blocks() == N -`` the blocks the tables reference, and ``refcount(b)`` is the
-  number of references (``paged_refcount``);
+* **counts** — ``free_blocks() == N -`` the blocks the tables reference (and, where ``paged_queries``
+  lists ``held_elsewhere``, the blocks it returns: tables of another attention group in the same pool,
+  disjoint from these), and ``refcount(b)`` is the number of references (``paged_refcount``);
 * an op that raised changed nothing (:meth:`Checker.unchanged`).
 
 Efficiency (:data:`EFFICIENCY`, reported, never failed, except past the bound): blocks a sequence holds
@@ -124,6 +125,10 @@ class Checker:
         extras = getattr(obj, "paged_queries", ())
         self.length = obj.length if "length" in extras and callable(getattr(obj, "length", None)) else None
         self.refcount = obj.refcount if "refcount" in extras and callable(getattr(obj, "refcount", None)) else None
+        # held_elsewhere(): the pool blocks held by tables this protocol does not read (a hybrid model's
+        # full-attention group sharing the pool with the sliding one); they are neither free nor in a table.
+        self.elsewhere = obj.held_elsewhere if "held_elsewhere" in extras and \
+            callable(getattr(obj, "held_elsewhere", None)) else None
         self.tables: dict[int, np.ndarray] = {}
         #: Block -> how many table entries reference it (absent: none), as last observed.
         self.counts: dict[int, int] = {}
@@ -206,9 +211,14 @@ class Checker:
         if counts and max(counts.values()) > 1:
             self._sharing(i, op, counts, held, touched, wrote)
         free = self._call(i, op, self.obj.free_blocks)
-        if free != N - len(counts):
-            self.fail(i, op, f"free_blocks() = {free!r}, but the tables reference {len(counts)} of the {N} blocks "
-                             f"(so {N - len(counts)} are free)")
+        other = set(self._call(i, op, self.elsewhere)) if self.elsewhere is not None else set()
+        if other & counts.keys():
+            self.fail(i, op, f"blocks {sorted(other & counts.keys())[:8]} are in a sliding table and held by another "
+                             "group too (held_elsewhere)")
+        if free != N - len(counts) - len(other):
+            more = f" and {len(other)} are held elsewhere" if other else ""
+            self.fail(i, op, f"free_blocks() = {free!r}, but the tables reference {len(counts)} of the {N} blocks"
+                             f"{more} (so {N - len(counts) - len(other)} are free)")
         if touched:
             refcount, length = self.refcount, self.length
             try:

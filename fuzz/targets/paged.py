@@ -434,6 +434,13 @@ def _serving(name: str) -> PagedTarget:
         import importlib
 
         factory = getattr(importlib.import_module(mod), cls)
+    # The adapters import their engine on configure: do it once here, so a venv without the engine says so
+    # (EngineUnavailable, naming scripts/install_serving_cores.sh) before the campaign, not at its first case.
+    probe = factory()
+    probe.configure(4, 4, 8, 1)
+    close = getattr(probe, "close", None)
+    if callable(close):
+        close()
     return PagedTarget(name, factory)
 
 

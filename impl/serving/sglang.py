@@ -66,7 +66,8 @@ import numpy as np
 
 from impl.engines import EngineIncompatible
 from impl.paged import E_RANGE, RangeError
-from impl.serving._base import SeqRegistry, SimStore, Unsupported, as_entries, check_config, exhausted, not_configured
+from impl.serving._base import (PoolExhaustedError, SeqRegistry, SimStore, Unsupported, as_entries, check_config, exhausted,
+                                not_configured)
 from impl.serving._imports import import_sglang
 
 FULL_TOKENS = 1 << 15  # the full-attention pool's slots (every token of every live sequence)
@@ -84,6 +85,10 @@ class SglangSwa:
     """``sglang:swa``: SGLang's ``SWATokenToKVPoolAllocator`` and window eviction; see the module docstring."""
 
     ops = ("configure", "add", "append", "append_chunk", "free", "read", "table", "free_blocks", "read_full")
+    #: No optional paged op is drawn (DESIGN §4): ``fork`` and ``admit`` exist only to refuse.
+    paged_ops = ()
+    #: What an append raises when SGLang's allocator refuses (``alloc`` returned None).
+    exhausted_error = PoolExhaustedError
     name = "sglang"
 
     def __init__(self):

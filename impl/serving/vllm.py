@@ -76,7 +76,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from impl.engines import EngineIncompatible
-from impl.serving._base import (SeqRegistry, SimStore, Unsupported, as_entries, check_config, check_prompt,
+from impl.serving._base import (PoolExhaustedError, SeqRegistry, SimStore, Unsupported, as_entries, check_config, check_prompt,
                                 exhausted, not_configured, token_id)
 from impl.serving._imports import import_vllm
 
@@ -102,6 +102,10 @@ class _VllmPaged:
 
     groups: tuple[str, ...] = ("swa",)
     ops = ("configure", "add", "append", "append_chunk", "free", "read", "table", "free_blocks", "admit")
+    #: The optional paged ops the harness may draw (DESIGN §4): ``fork`` exists only to refuse.
+    paged_ops = ("admit",)
+    #: What an append raises when vLLM refuses the allocation (``allocate_slots`` returned None).
+    exhausted_error = PoolExhaustedError
     name = "vllm"
 
     def __init__(self):
@@ -341,3 +345,10 @@ class VllmHybrid(_VllmPaged):
 
     groups = ("full", "swa")
     ops = _VllmPaged.ops + ("read_full",)
+    #: The checker counts the full group's blocks as neither free nor sliding (fuzz/paged/checks.py).
+    paged_queries = ("held_elsewhere",)
+
+    def held_elsewhere(self) -> list[int]:
+        """The pool ids of every block a full-attention table references (each once; they share the pool)."""
+        self._pool("held_elsewhere")
+        return sorted({b - 1 for s in self._seqs for b in self._table_ids(s, "full") if b != 0})
