@@ -155,3 +155,14 @@ def test_chunked_prefill_finding_gemma3_at_w1():
         Ct2Target("gemma3_text", strict=True, paths=("generate",)).run(case)
     Ct2Target("gemma3_text", strict=True, paths=("stepped",)).run(case)
     assert "ct2-chunked-prefill-window" in Ct2Target("gemma3_text").known_hits(case)
+
+
+def test_gemma2_window_dropped_counts_the_ragged_generations_second_row():
+    """A stream within W whose first ragged generate_batch's second row (``s.other`` plus the generated
+    pushes) queries past W hits ct2-gemma2-window-dropped; a campaign once reported it as new (W=6, a
+    6-token second row generating two tokens: its last query sees 7)."""
+    needs("generate")
+    case = Case.parse(6, "push chunk:1 push push")
+    t = Ct2Target("gemma2")
+    assert "ct2-gemma2-window-dropped" in t.known_hits(case)
+    assert t.run(case).known.get("ct2-gemma2-window-dropped") is True

@@ -12,7 +12,7 @@ from fuzz.cli import main
 from fuzz.results import TargetResult
 from fuzz.schedule import GOAL_EXAMPLES, goal_note, reached
 
-SLOW = "py:tests.support.crashers:SlowRing"
+SLOW = "py:tests.support.crashers:SlowerRing"
 
 
 def _result(examples, seconds=2.0, **phases) -> TargetResult:

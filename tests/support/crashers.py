@@ -113,6 +113,13 @@ class SlowRing(Slow, PyRing):
     delay = 0.002
 
 
+class SlowerRing(SlowRing):
+    """10 ms per entry: a target that cannot reach 100 examples in a few seconds on any machine (a campaign's
+    coverage goal, tests/test_schedule.py)."""
+
+    delay = 0.01
+
+
 class SlowTourBug(Slow, ReadsFromSlotZero):
     """The slot-zero bug, which the boundary tours find: reducing the failing tour is slow."""
 

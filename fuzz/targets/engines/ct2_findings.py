@@ -25,6 +25,11 @@ FROM_44 = ("4.4.0", "4.5.0", "4.6.0", "4.7.1", "4.8.5")
 
 def generation_histories(s: lm.Stream) -> list[int]:
     """The history length before each run of pushes of the ``generate`` path (what is forwarded at once)."""
+    return [h for h, _ in generation_runs(s)]
+
+
+def generation_runs(s: lm.Stream) -> list[tuple[int, int]]:
+    """``(history length, pushes generated)`` of each run of pushes of the ``generate`` path."""
     out, hist, k, calls = [], 0, 0, s.calls
     while k < len(calls):
         _, op, _, n = calls[k]
@@ -38,7 +43,7 @@ def generation_histories(s: lm.Stream) -> list[int]:
             run += 1
             k += 1
         if run:
-            out.append(hist)
+            out.append((hist, run))
             hist += run
     return out
 
@@ -83,7 +88,12 @@ def _ragged_one_token(case: Case) -> bool:
 
 
 def _longer_than_window(case: Case) -> bool:
-    return any(s.length > s.window or len(s.other) > s.window for s in lm.plan(case, VOCAB_SIZE))
+    """A stream, or the second row of its first ragged generation (``s.other`` then the run's pushes; the last
+    generated token is not fed, so its last query is at ``len(other) + steps - 2``), longer than W."""
+    def other_row(s: lm.Stream) -> int:
+        runs = generation_runs(s)
+        return len(s.other) + (runs[0][1] - 1 if runs else 0)
+    return any(s.length > s.window or other_row(s) > s.window for s in lm.plan(case, VOCAB_SIZE))
 
 
 def _says(*words: str):
