@@ -166,3 +166,21 @@ def test_gemma2_window_dropped_counts_the_ragged_generations_second_row():
     t = Ct2Target("gemma2")
     assert "ct2-gemma2-window-dropped" in t.known_hits(case)
     assert t.run(case).known.get("ct2-gemma2-window-dropped") is True
+
+
+def test_every_finding_a_case_reproduces_is_recorded_and_its_cases_are_never_left_out():
+    """A stream of W + 2 forwarded at once reproduces ct2-forward-past-window (forward, score) and
+    ct2-chunked-prefill-window (generate) in one run: both are recorded. Since every path runs, a
+    saturated finding does not leave cases out (before: a 120 s campaign recorded chunked-prefill 0 times and
+    drove only streams within W once forward-past-window had reproduced 3 times)."""
+    needs("generate")
+    from fuzz.phases.known import KnownBudget
+    from fuzz.results import TargetResult
+
+    t = Ct2Target("mistral")
+    case = Case.parse(4, "chunk:6 push")
+    known = t.run(case).known
+    assert known.get("ct2-forward-past-window") is True and known.get("ct2-chunked-prefill-window") is True
+    budget = KnownBudget(1, TargetResult(name=t.name))
+    budget.count(known)
+    assert t.every_path_runs and not budget.saturated(t, case)

@@ -36,7 +36,8 @@ class KnownBudget:
     def saturated(self, target: Any, case: Any) -> bool:
         """Whether ``case`` hits a finding already reproduced ``repeats`` times (then it is counted as skipped
         for every finding it hits). Free for targets without findings and before any finding is saturated."""
-        if self.repeats is None or not getattr(target, "knows_findings", False):
+        if self.repeats is None or not getattr(target, "knows_findings", False) \
+                or getattr(target, "every_path_runs", False):
             return False
         if self.repeats > 0 and (not self.reproduced or max(self.reproduced.values()) < self.repeats):
             return False

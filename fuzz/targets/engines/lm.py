@@ -171,7 +171,13 @@ def pick(target, case: Case, failures: list) -> BaseException:
     not hide a new one on another), and the first failure no known finding of the case explains wins;
     when all are explained, the first."""
     hit = target.known_findings(case)
+    explained = set()
     for e in failures:
-        if not hit or target.explained_by(case, e, hit) is None:
+        fid = target.explained_by(case, e, hit) if hit else None
+        if fid is None:
             return e
-    return failures[0]
+        explained.add(fid)
+    first = failures[0]
+    # Every finding some path reproduced (KnownFindingsTarget.run records them all, not just the first's).
+    first.known_reproduced = frozenset(explained)
+    return first
