@@ -101,8 +101,8 @@ def sanitized_ring_library():
 #: The attributes an isolated target copies from its child's target (those the target has): everything the
 #: campaign, the strategies, replay, the kill table and the bench read from a target besides its methods.
 FORWARDED = ("kind", "window_max", "max_tokens", "publishes_ops", "bad_kinds", "traced", "width", "dtype",
-             "instances", "widths", "width_multiple", "dtypes", "knows_findings", "paged_ops", "max_rollback",
-             "notes")
+             "instances", "widths", "width_multiple", "dtypes", "knows_findings", "every_path_runs", "paged_ops",
+             "max_rollback", "notes")
 
 
 def meta(target) -> dict[str, Any]:

@@ -32,6 +32,10 @@ from fuzz.targets.progress import DONE, IDLE, OP, POS, SEQ, WINDOW, WORDS, runni
 
 
 NATIVE_BUILTINS = ("ring-c", "cuda-index", "cuda-ring", "cuda-decoder", "paged-c")
+#: Families isolated by default: the C libraries a user names, and the engines whose native code has been seen
+#: to corrupt the heap of the process that calls it (docs/findings/ct2-static-prompt-heap-overflow.md: a campaign
+#: in process died of SIGABRT and lost everything it had found).
+NATIVE_PREFIXES = ("c:", "paged-c:", "ct2:")
 #: Targets built on torch: their fork server imports torch once (importing it is safe before a fork; building
 #: the target is not — CUDA cannot be used across a fork — so each runner builds its own).
 TORCH_SPECS = ("cuda-", "decoder", "hf-", "mutant:decoder-")
@@ -52,7 +56,7 @@ LOG_KEEP = 1 << 20
 
 def is_native(spec: str) -> bool:
     """Whether ``spec`` names a target that runs native code (isolated unless ``--no-isolate``)."""
-    if spec in NATIVE_BUILTINS or spec.startswith("c:") or spec.startswith("paged-c:"):
+    if spec in NATIVE_BUILTINS or spec.startswith(NATIVE_PREFIXES):
         return True
     if spec.startswith("mutant:"):
         from impl.mutants.catalogue import catalogue
