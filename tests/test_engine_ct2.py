@@ -184,3 +184,29 @@ def test_every_finding_a_case_reproduces_is_recorded_and_its_cases_are_never_lef
     budget = KnownBudget(1, TargetResult(name=t.name))
     budget.count(known)
     assert t.every_path_runs and not budget.saturated(t, case)
+
+
+def test_static_prompt_past_the_window_corrupts_the_heap():
+    """docs/findings/ct2-static-prompt-heap-overflow.md, in a child (glibc's MALLOC_CHECK_=3 makes the detection
+    certain): a static prompt of 10 onto a prompt of 5 at W = 4 dies; a static prompt of W does not. The
+    campaign never drives what static_prompt_overflows covers (the measured cases and more)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from fuzz.targets.engines.ct2 import static_prompt_overflows
+
+    needs("generate")
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(root), MALLOC_CHECK_="3")
+    run = lambda *a: subprocess.run([sys.executable, str(root / "scripts/repro/ct2_static_prompt_overflow.py"),  # noqa: E731
+                                     *map(str, a)], cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    ok = run(4, 4, 5)
+    assert ok.returncode == 0 and "survived" in ok.stdout, ok.stderr[-2000:]
+    bad = run(4, 10, 5)
+    assert bad.returncode != 0 and "survived" not in bad.stdout, (
+        f"ctranslate2 {ct2.release()} no longer corrupts its heap (exit {bad.returncode}): update the note's releases")
+    for w, st, p in ((4, 7, 5), (4, 8, 6), (4, 10, 5), (8, 12, 8), (8, 11, 9)):
+        assert static_prompt_overflows(w, st, p)
+    assert not static_prompt_overflows(4, 4, 5) and not static_prompt_overflows(8, 8, 9)
