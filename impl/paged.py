@@ -14,14 +14,14 @@ sequence itself has been checked, so the order of checks is the header's.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
 
 from impl.errors import Unavailable
-from impl.ring import Backend, LibraryError
+from impl.ring import Backend, LibraryError, load_checked  # LibraryError: what load_paged_library raises
+from impl.ring import header_symbols as ring_header_symbols
 
 INT64_MAX = 2**63 - 1
 
@@ -103,33 +103,15 @@ def api_backend() -> Backend:
 
 def header_symbols(cdef_text: str) -> list[str]:
     """The function names declared in the header's cffi region (what a library must export)."""
-    return sorted(set(re.findall(r"\b(pagedkv_\w+)\s*\(", cdef_text)))
+    return ring_header_symbols(cdef_text, "pagedkv_")
 
 
 def load_paged_library(path: str | Path) -> Backend:
-    """Load a shared library implementing ``pagedkv.h`` in cffi ABI mode, checking every symbol now
-    (cffi would otherwise fail lazily, mid-campaign, on the first call of a missing function)."""
-    import cffi
-
+    """Load a shared library implementing ``pagedkv.h`` in cffi ABI mode, every symbol checked now
+    (:func:`impl.ring.load_checked`)."""
     from impl._paged_build import cdef
 
-    try:
-        text = cdef()
-    except OSError as e:
-        raise LibraryError(f"cannot read the pagedkv.h declarations: {e}") from e
-    ffi = cffi.FFI()
-    ffi.cdef(text)
-    try:
-        lib = ffi.dlopen(str(path))
-    except OSError as e:
-        raise LibraryError(f"{path} is not a loadable shared library: {e}") from e
-    for sym in header_symbols(text):
-        try:
-            getattr(lib, sym)
-        except AttributeError:
-            raise LibraryError(f"{path} does not export {sym} (a paged-c: target must implement every "
-                               f"function of csrc/pagedkv.h)", symbol=sym) from None
-    return Backend(ffi, lib, str(path))
+    return load_checked(path, cdef, "pagedkv.h", "pagedkv_", "paged-c:")
 
 
 F32 = np.dtype(np.float32)

@@ -104,35 +104,41 @@ def api_backend() -> Backend:
     return _API
 
 
-def header_symbols(cdef_text: str) -> list[str]:
+def header_symbols(cdef_text: str, prefix: str = "ringkv_") -> list[str]:
     """The function names declared in the header's cffi region (what a library must export)."""
-    return sorted(set(re.findall(r"\b(ringkv_\w+)\s*\(", cdef_text)))
+    return sorted(set(re.findall(rf"\b({prefix}\w+)\s*\(", cdef_text)))
 
 
-def load_library(path: str | Path) -> Backend:
-    """Load a shared library implementing ``ringkv.h`` in cffi ABI mode, checking every symbol now
-    (cffi would otherwise fail lazily, mid-campaign, on the first call of a missing function)."""
+def load_checked(path: str | Path, cdef: Any, header: str, prefix: str, target: str) -> Backend:
+    """Load a shared library implementing ``header`` (its cffi declarations: ``cdef()``) in cffi ABI mode,
+    checking every ``prefix*`` symbol now (cffi would otherwise fail lazily, mid-campaign, on the first call of a
+    missing function); ``target`` names the ``--target`` form in the error."""
     import cffi
-
-    from impl._ring_build import cdef
 
     try:
         text = cdef()
     except OSError as e:
-        raise LibraryError(f"cannot read the ringkv.h declarations: {e}") from e
+        raise LibraryError(f"cannot read the {header} declarations: {e}") from e
     ffi = cffi.FFI()
     ffi.cdef(text)
     try:
         lib = ffi.dlopen(str(path))
     except OSError as e:
         raise LibraryError(f"{path} is not a loadable shared library: {e}") from e
-    for sym in header_symbols(text):
+    for sym in header_symbols(text, prefix):
         try:
             getattr(lib, sym)
         except AttributeError:
-            raise LibraryError(f"{path} does not export {sym} (a c: target must implement every "
-                               f"function of csrc/ringkv.h)", symbol=sym) from None
+            raise LibraryError(f"{path} does not export {sym} (a {target} target must implement every "
+                               f"function of csrc/{header})", symbol=sym) from None
     return Backend(ffi, lib, str(path))
+
+
+def load_library(path: str | Path) -> Backend:
+    """Load a shared library implementing ``ringkv.h`` (:func:`load_checked`)."""
+    from impl._ring_build import cdef
+
+    return load_checked(path, cdef, "ringkv.h", "ringkv_", "c:")
 
 
 def _int64(name: str, v: Any, err: type[RingKVError]) -> int:
