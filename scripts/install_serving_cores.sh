@@ -27,10 +27,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-VENV=".venv-serving"
+VENV="${SERVING_VENV:-.venv-serving}"
 STAMP="$VENV/.serving-installed"
 TORCH="torch==2.13.0"
-VLLM="vllm==0.33.0"
+VLLM="vllm==${VLLM_RELEASE:-0.33.0}"
 SGLANG="sglang==0.5.23"
 
 # The pure-Python (and a few binary-wheel) dependencies the block-manager imports need, --no-deps each.

@@ -25,7 +25,7 @@ import dataclasses
 from typing import Iterable
 
 from fuzz.ops import Case, Chunk, Reset
-from fuzz.targets.known import Finding, in_span, minor  # noqa: F401 - the table's row type, re-exported
+from fuzz.targets.known import Finding, in_span, minor, span_text  # noqa: F401 - the table's row type, re-exported
 
 #: Where the notes live; a finding's note is ``docs/findings/<id>.md``.
 DOCS = "docs/findings"
@@ -122,6 +122,11 @@ def _in_padded_row(error: BaseException) -> bool:
     return bool(getattr(error, "padded", False))
 
 
+def _inductor_compile_error(error: BaseException) -> bool:
+    """Torch's inductor failed to compile the flex attention kernel (``InductorError: CppCompileError``)."""
+    return "InductorError" in str(error) or "CppCompileError" in str(error)
+
+
 # -- the table ------------------------------------------------------------------------------------
 
 #: Every family target (``hf:<model_type>``) of :data:`impl.hf.families.FAMILIES`, by name.
@@ -129,7 +134,9 @@ FAMILY_KINDS = frozenset(f"hf:{mt}" for mt in ("mistral", "mixtral", "qwen2", "q
                                                 "cohere2", "phi3", "starcoder2", "gpt_oss"))
 #: Family targets whose default cache on the legacy API is the whole-model static sliding cache.
 HYBRID_KINDS = frozenset({"hf:gemma2", "hf:gemma3_text", "hf:cohere2", "hf:gpt_oss"})
-_LAYERS_API = ("4.57-5.24",)
+#: The family targets under flex attention (``hf:<type>@flex_attention``: a campaign names it; never a default).
+FLEX_KINDS = frozenset(f"{k}@flex_attention" for k in FAMILY_KINDS)
+_LAYERS_API = ("4.57+",)
 _LEGACY_API = ("4.45-4.56",)
 
 FINDINGS: tuple[Finding, ...] = (
@@ -143,7 +150,7 @@ FINDINGS: tuple[Finding, ...] = (
     Finding("hf-static-sliding-empty-update", frozenset({"static"}), ("4.45-4.55",),
             ("4.45.2", "4.46.3", "4.47.1", "4.48.3", "4.49.0", "4.50.3", "4.51.3", "4.52.4", "4.53.3", "4.54.1",
              "4.55.4"), _empty_update, "an empty chunk"),
-    Finding("hf-static-sliding-empty-update", frozenset({"static"}), ("4.56-5.24",),
+    Finding("hf-static-sliding-empty-update", frozenset({"static"}), ("4.56+",),
             ("4.56.2", "4.57.6", "5.0.0", "5.10.4", "5.20.2", "5.24.0"), _empty_update_when_full,
             "an empty chunk once the window is full"),
     # part 1: early eviction at W - 1 (fixed in 4.52)
@@ -166,6 +173,9 @@ FINDINGS: tuple[Finding, ...] = (
             ("4.45.2",), _beyond_window,
             "a stream longer than W"),
     Finding("hf-window-ignored", frozenset({"hf:qwen2"}), ("4.48",), ("4.48.3",), _beyond_window, "a stream longer than W"),
+    # flex attention's CPU kernel (torch 2.13 inductor) fails to compile the cached decode with a window mask
+    Finding("hf-flex-attention-sliding-compile", FLEX_KINDS, ("5.24+",), ("5.24.0", "5.25.0"), _decode_after_prefill,
+            "a call on the cache after the prefill, under flex attention", failure=_inductor_compile_error),
     Finding("hf-gemma2-padded-decode-mask", frozenset({"hf:gemma2"}), ("4.45-4.47",),
             ("4.45.2", "4.46.3", "4.47.1"), _decode_after_prefill,
             "a left-padded row with a call after the prefill", failure=_in_padded_row),
@@ -229,7 +239,7 @@ def release_block(finding_id: str) -> str:
     for f in rows:
         cases = f.cases or "every case"
         targets = ", ".join(f"`{t}`" for t in sorted(target_name(k) for k in f.kinds))
-        spans = ", ".join(s.replace("-", " – ") for s in f.releases)
+        spans = ", ".join(span_text(s) for s in f.releases)
         lines.append(f"| {cases} | {targets} | {spans} | {', '.join(f.seen)} |")
     return "\n".join(lines + ["", BLOCK_END])
 

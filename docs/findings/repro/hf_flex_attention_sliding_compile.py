@@ -1,0 +1,55 @@
+"""docs/findings/hf-flex-attention-sliding-compile.md: flex attention's CPU kernel fails to compile a cached decode
+step under a sliding-window mask; the same model without a window runs.
+
+    python docs/findings/repro/hf_flex_attention_sliding_compile.py     # exit 1: reproduced, 0: not
+
+A tiny random Mistral (seeded, nothing downloaded), float32 (flex attention's CPU kernel takes float32), a prefill
+of 4 tokens then one decode token through the model's own cache, with ``sliding_window=3`` and then with
+``sliding_window=None``. Prints one line per run and, for a death, the exception's first line.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import warnings
+
+
+def run(window: int | None) -> str | None:
+    """``None`` if prefill + one cached decode step runs, else the exception's first line."""
+    import torch
+    from transformers import MistralConfig, MistralForCausalLM
+
+    torch.manual_seed(0)
+    cfg = MistralConfig(vocab_size=32, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                        num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=64,
+                        sliding_window=window, attn_implementation="flex_attention")
+    model = MistralForCausalLM(cfg).to(torch.float32).eval()
+    ids = torch.arange(3, 8).view(1, 5)
+    kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"  # 5.x: cache=
+    try:
+        with torch.no_grad():
+            out = model(input_ids=ids[:, :4], use_cache=True)
+            cache = getattr(out, "past_key_values", None) or getattr(out, "cache", None)
+            model(input_ids=ids[:, 4:], use_cache=True, **{kw: cache})
+    except Exception as e:  # noqa: BLE001 - the death is the result
+        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+    return None
+
+
+def main() -> int:
+    warnings.simplefilter("ignore")
+    import torch
+    import transformers
+
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+    windowed, plain = run(3), run(None)
+    print(f"sliding_window=3:    {'runs' if windowed is None else 'died: ' + windowed}")
+    print(f"sliding_window=None: {'runs' if plain is None else 'died: ' + plain}")
+    reproduced = windowed is not None and plain is None
+    print("reproduced" if reproduced else "not reproduced")
+    return 1 if reproduced else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
