@@ -145,3 +145,19 @@ def test_flex_attention_that_dies_only_with_the_window_is_offered_and_its_death_
     fam = families.Family("mistral")
     assert "flex_attention" not in fam.attn_impls(flex=True) and not fam.probe_crashes
     assert fam.attn_unavailable["flex_attention"] == "died with; without the sliding window too: died without"
+
+
+def test_an_adapter_that_cannot_drive_the_release_is_a_harness_fault_naming_release_and_api(monkeypatch, capsys):
+    """A release newer than the matrix may drop an API the adapter needs: `--target` then exits 3 (a harness fault)
+    naming the release and the API — never 2 (usage), never a finding."""
+    pytest.importorskip("transformers")
+    from fuzz.cli import main
+    from fuzz.targets.hf import caches as hf_caches
+
+    def broken():
+        raise compat.HFIncompatible("99.0.0", "cache_utils.DynamicSlidingWindowLayer", "is missing")
+    monkeypatch.setattr(hf_caches, "make_hf_dynamic", broken)
+    rc = main(["fuzz", "--target", "hf-dynamic", "--time", "1", "--plain"])
+    err = capsys.readouterr().err
+    assert rc == 3, err
+    assert "harness fault: transformers 99.0.0: cache_utils.DynamicSlidingWindowLayer: is missing" in err

@@ -27,13 +27,15 @@ def run(window: int | None) -> str | None:
     model = MistralForCausalLM(cfg).to(torch.float32).eval()
     ids = torch.arange(3, 8).view(1, 5)
     kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"  # 5.x: cache=
+    step = "the prefill (4 tokens)"
     try:
         with torch.no_grad():
             out = model(input_ids=ids[:, :4], use_cache=True)
             cache = getattr(out, "past_key_values", None) or getattr(out, "cache", None)
+            step = "the decode step on the cache"
             model(input_ids=ids[:, 4:], use_cache=True, **{kw: cache})
     except Exception as e:  # noqa: BLE001 - the death is the result
-        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+        return f"{step}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
     return None
 
 
