@@ -142,16 +142,16 @@ _LEGACY_API = ("4.45-4.56",)
 FINDINGS: tuple[Finding, ...] = (
     # the cache targets and hf-mistral / hf-gemma2 read the stored keys back after every op
     Finding("hf-sliding-window-1", frozenset({"dynamic", "mistral", "gemma2"}), _LAYERS_API,
-            ("4.57.6", "5.0.0", "5.10.4", "5.20.2", "5.24.0"), _window_one, "a token fed at W = 1"),
+            ("4.57.6", "5.0.0", "5.10.4", "5.20.2", "5.24.0", "5.25.0"), _window_one, "a token fed at W = 1"),
     # the family targets see it in the logits of a call on the cache
     Finding("hf-sliding-window-1", FAMILY_KINDS, _LAYERS_API,
-            ("4.57.6", "5.0.0", "5.10.4", "5.20.2", "5.24.0"), _window_one_cached,
+            ("4.57.6", "5.0.0", "5.10.4", "5.20.2", "5.24.0", "5.25.0"), _window_one_cached,
             "a W = 1 stream with a call after its first"),
     Finding("hf-static-sliding-empty-update", frozenset({"static"}), ("4.45-4.55",),
             ("4.45.2", "4.46.3", "4.47.1", "4.48.3", "4.49.0", "4.50.3", "4.51.3", "4.52.4", "4.53.3", "4.54.1",
              "4.55.4"), _empty_update, "an empty chunk"),
     Finding("hf-static-sliding-empty-update", frozenset({"static"}), ("4.56+",),
-            ("4.56.2", "4.57.6", "5.0.0", "5.10.4", "5.20.2", "5.24.0"), _empty_update_when_full,
+            ("4.56.2", "4.57.6", "5.0.0", "5.10.4", "5.20.2", "5.24.0", "5.25.0"), _empty_update_when_full,
             "an empty chunk once the window is full"),
     # part 1: early eviction at W - 1 (fixed in 4.52)
     Finding("hf-445-sliding-cache", frozenset({"static", "gemma2"}) | HYBRID_KINDS, ("4.45-4.51",),
