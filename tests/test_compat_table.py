@@ -87,8 +87,6 @@ def test_open_findings_reproduce_on_the_tables_newest_and_closed_ones_were_seen_
         cols = {findings.target_name(k) for f in rows for k in f.kinds}
         cited = lambda rel: any(f"[{fid}]" in ROWS[rel].get(c, "") for c in cols)  # noqa: E731
         if any(known.is_open(s) for f in rows for s in f.releases):
-            if fid in NOT_IN_MATRIX:
-                continue
             assert cited(releases[-1]), f"{fid} is open but the table's newest ({releases[-1]}) does not name it"
         else:
             last = max((s.split("-")[-1] for f in rows for s in f.releases), key=ct.version_key)
@@ -96,9 +94,6 @@ def test_open_findings_reproduce_on_the_tables_newest_and_closed_ones_were_seen_
             assert later and not cited(later[0]), (fid, last, later[:1])
 
 
-#: Findings no cell of the table can name: the matrix's campaigns do not run the targets they apply to
-#: (``hf:<type>@flex_attention`` is offered only where a campaign names it).
-NOT_IN_MATRIX = {"hf-flex-attention-sliding-compile"}
 
 
 def test_the_notes_and_the_readme_are_current():

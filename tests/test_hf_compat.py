@@ -126,8 +126,9 @@ def test_model_probe_names_the_failing_step(monkeypatch):
 
 def test_flex_attention_that_dies_only_with_the_window_is_offered_and_its_death_kept(monkeypatch):
     """impl.hf.families.Family.attn_impls: a flex attention probe that dies with the window and runs without it
-    offers flex attention (the campaign reproduces the death as a crash finding:
-    docs/findings/hf-flex-attention-sliding-compile.md); one that dies both ways is unavailable, naming both."""
+    offers flex attention (the campaign reproduces the death as a crash finding, DESIGN §4); one that dies both
+    ways is unavailable, naming both (what torch 2.13's CPU flex attention does here:
+    scripts/repro/hf_flex_attention_cpu.py)."""
     pytest.importorskip("transformers")
     from impl.hf import families
 

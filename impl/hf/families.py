@@ -267,9 +267,9 @@ class Family:
         """The CPU attention implementations the class declares support for and that run here: each
         is tried once (a cached prefill + decode and the reference); :attr:`attn_unavailable` says
         why one is left out. Flex attention is tried in a child process (:func:`flex_runs`): its CPU
-        kernels are compiled by inductor, and with torch 2.13 the cached decode with a sliding-window mask
-        fails to compile (docs/findings/hf-flex-attention-sliding-compile.md; on 4.56-5.0 the compiled kernel
-        was seen aborting the process instead). A death with the window is re-run
+        kernels are compiled by inductor, and with torch 2.13 they fail to compile or abort the process
+        (scripts/repro/hf_flex_attention_cpu.py: on 5.24.0 a Mistral dies with a window of 3, of 64 and with
+        none). A death with the window is re-run
         without it (:func:`impl.errors.window_probe`): if that runs, flex attention is offered and the death
         is in :attr:`probe_crashes` (a crash finding for the campaign), else it is left out with both
         reasons. ``flex=False`` leaves it out untried."""

@@ -50,7 +50,6 @@ import pyspec
 from fuzz.ops import Case, Chunk, Op, Push
 from fuzz.targets.base import Mismatch, RunStats, Target, TargetError
 from fuzz.targets.hf.base import HFTarget, _hf, case_stats, probed
-from fuzz.targets.hf.findings import Finding, applicable
 from impl.decoder import torch_threads
 from impl.hf import compat, families
 from impl.hf.families import ATOL, RTOL, VOCAB, Family, positions
@@ -128,14 +127,6 @@ class HFFamilyTarget(HFTarget):
                 raise compat.HFUnavailable(f"{self.name}: transformers {self.info.transformers} does not run {why}")
         self.attns = tuple(attns) if attns else tuple(offered)
         self._padded_families: dict[str, object] = {}
-
-    def findings_here(self) -> list[Finding]:
-        """The family's rows, and those of each attention implementation it runs (``hf:<type>@flex_attention``:
-        a finding of one implementation only, e.g. ``hf-flex-attention-sliding-compile``)."""
-        rows = applicable(self.finding_kind, self.info.transformers)
-        for attn in self.attns:
-            rows += [f for f in applicable(f"{self.finding_kind}@{attn}", self.info.transformers) if f not in rows]
-        return rows
 
     def tolerances(self) -> dict[str, dict[str, float]]:
         """Logits against the spec-masked reference: ``|got - ref| <= atol + rtol * |ref|``."""

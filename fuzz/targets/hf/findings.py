@@ -122,10 +122,6 @@ def _in_padded_row(error: BaseException) -> bool:
     return bool(getattr(error, "padded", False))
 
 
-def _inductor_compile_error(error: BaseException) -> bool:
-    """Torch's inductor failed to compile the flex attention kernel (``InductorError: CppCompileError``)."""
-    return "InductorError" in str(error) or "CppCompileError" in str(error)
-
 
 # -- the table ------------------------------------------------------------------------------------
 
@@ -134,8 +130,6 @@ FAMILY_KINDS = frozenset(f"hf:{mt}" for mt in ("mistral", "mixtral", "qwen2", "q
                                                 "cohere2", "phi3", "starcoder2", "gpt_oss"))
 #: Family targets whose default cache on the legacy API is the whole-model static sliding cache.
 HYBRID_KINDS = frozenset({"hf:gemma2", "hf:gemma3_text", "hf:cohere2", "hf:gpt_oss"})
-#: The family targets under flex attention (``hf:<type>@flex_attention``: a campaign names it; never a default).
-FLEX_KINDS = frozenset(f"{k}@flex_attention" for k in FAMILY_KINDS)
 _LAYERS_API = ("4.57+",)
 _LEGACY_API = ("4.45-4.56",)
 
@@ -173,9 +167,6 @@ FINDINGS: tuple[Finding, ...] = (
             ("4.45.2",), _beyond_window,
             "a stream longer than W"),
     Finding("hf-window-ignored", frozenset({"hf:qwen2"}), ("4.48",), ("4.48.3",), _beyond_window, "a stream longer than W"),
-    # flex attention's CPU kernel (torch 2.13 inductor) fails to compile the cached decode with a window mask
-    Finding("hf-flex-attention-sliding-compile", FLEX_KINDS, ("5.24+",), ("5.24.0", "5.25.0"), _decode_after_prefill,
-            "a call on the cache after the prefill, under flex attention", failure=_inductor_compile_error),
     Finding("hf-gemma2-padded-decode-mask", frozenset({"hf:gemma2"}), ("4.45-4.47",),
             ("4.45.2", "4.46.3", "4.47.1"), _decode_after_prefill,
             "a left-padded row with a call after the prefill", failure=_in_padded_row),

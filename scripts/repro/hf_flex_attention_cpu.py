@@ -1,11 +1,17 @@
-"""docs/findings/hf-flex-attention-sliding-compile.md: flex attention's CPU kernel fails to compile a cached decode
-step under a sliding-window mask; the same model without a window runs.
+"""Does flex attention's CPU kernel die only on a sliding window (a crash finding, DESIGN §4) or on any model
+(the target is unavailable)? The question ``impl.hf.families.Family.attn_impls`` asks of ``hf:<type>@flex_attention``.
 
-    python docs/findings/repro/hf_flex_attention_sliding_compile.py     # exit 1: reproduced, 0: not
+    python scripts/repro/hf_flex_attention_cpu.py     # exit 1: dies with the window only; 0: otherwise
 
 A tiny random Mistral (seeded, nothing downloaded), float32 (flex attention's CPU kernel takes float32), a prefill
-of 4 tokens then one decode token through the model's own cache, with ``sliding_window=3`` and then with
-``sliding_window=None``. Prints one line per run and, for a death, the exception's first line.
+of 4 tokens then one decode token through the model's own cache, with ``sliding_window=3``, ``64`` (longer than the
+stream: the harness's "without the window", ``ignore_window``) and ``None``. Prints one line per run.
+
+Measured (issue 27) on transformers 5.24.0, torch 2.13.0+cpu, the shared 2-core machine: W=3 dies at the decode
+step, W=64 and None die at the prefill, all with ``InductorError: CppCompileError: C++ compile error`` — not a
+window finding. The harness's own probe children (``Family('mistral')._try('flex_attention')``) died the same way
+with the window (337 s wall at load 13) and aborted without it (``malloc(): unaligned tcache chunk detected``,
+signal 6), so ``hf:mistral@flex_attention`` stays unavailable, naming both deaths.
 """
 
 from __future__ import annotations
