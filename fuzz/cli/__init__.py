@@ -25,7 +25,7 @@ from fuzz.cli.checks import UsageError
 from fuzz.cli.fuzz_cmd import EXIT_FINDING, EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE  # noqa: F401
 from fuzz.config import DTYPES, OP_MEMORY_MB, OP_TIMEOUT, WINDOW_BOUND
 from fuzz.ops import OpError
-from fuzz.targets.base import TargetError
+from fuzz.targets.base import TargetError, TargetFault
 
 EPILOG = __doc__.split("\n\n", 1)[1]
 
@@ -217,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
         run = lambda: args.func(args)  # noqa: E731
     try:
         return run()
+    except TargetFault as e:  # the adapter cannot drive the installed release: a harness fault, not usage
+        print(f"kvwindow: error: {e}", file=sys.stderr)
+        return EXIT_HARNESS
     except (TargetError, seedstore.SeedError, UsageError, OpError) as e:
         print(f"kvwindow: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -29,6 +29,12 @@ class TargetError(ValueError):
     instead; :func:`fuzz.targets.registry.resolve` turns that into this error for ``--target``."""
 
 
+class TargetFault(TargetError):
+    """A ``--target`` whose adapter cannot drive the installed release (an API it needs is missing or changed:
+    ``HFIncompatible``, ``EngineIncompatible``): a harness fault naming the release and the API (exit 3), never
+    a usage error and never a finding — what a release newer than the matrix breaks."""
+
+
 class Mismatch(AssertionError):
     """The target disagreed with the spec; the message says after which op and how."""
 
