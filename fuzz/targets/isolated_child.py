@@ -26,7 +26,7 @@ import socket
 import sys
 from typing import Any
 
-from fuzz.targets.progress import DONE, IDLE, OP, POS, RUN, SEQ, WINDOW, WORDS, running_op, trace_buffer
+from fuzz.targets.progress import DONE, IDLE, OP, POS, RUN, SEQ, SETUP, WINDOW, WORDS, running_op, trace_buffer
 
 #: Largest control message (JSON) in bytes.
 CTRL_MAX = 1 << 16
@@ -212,7 +212,7 @@ def runner(fd: int, target, spec: str, opts: dict[str, Any], slot, config: dict[
         except (EOFError, OSError):
             return 0
         if msg[0] in ("run", "bulk", "probe"):
-            slot[SEQ], slot[OP], slot[RUN] = msg[1], -1, 0
+            slot[SEQ], slot[OP], slot[RUN], slot[SETUP] = msg[1], -1, 0, 0
             reply = run_one(target, msg[2], slot, opts, custom_accepts) if msg[0] == "run" else \
                 bulk_one(target, msg, slot)
             slot[OP] = IDLE
