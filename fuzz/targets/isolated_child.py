@@ -203,6 +203,9 @@ def runner(fd: int, target, spec: str, opts: dict[str, Any], slot, config: dict[
         conn.send(("error", describe(e)))
         return 0
     target.op_slot, target.trace_sums = slot, trace_buffer(slot)
+    from fuzz.targets.progress import set_process_slot
+
+    set_process_slot(slot)  # ``setting_up()`` in a py: cache marks its setup in this slot
     info = meta(target)
     custom_accepts = info["custom_accepts"]
     conn.send(("meta", info))

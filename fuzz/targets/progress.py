@@ -70,15 +70,26 @@ def in_setup(slot) -> bool:
     return bool(int(slot[SETUP]) & 1)
 
 
+#: The slot of this process when it is a supervised runner (set by :mod:`fuzz.targets.isolated_child`), so a
+#: ``py:`` cache can mark its own setup with ``setting_up()`` without holding the slot.
+_process_slot = None
+
+
+def set_process_slot(slot) -> None:
+    global _process_slot
+    _process_slot = slot
+
+
 class setting_up:
-    """``with setting_up(target.op_slot):`` marks one-time setup (building, converting, compiling a model; a
-    first call per shape) in the shared slot, so a supervisor does not count it toward an op's time limit.
-    Nested uses mark once; without a slot (in process) it does nothing."""
+    """``with setting_up():`` marks one-time setup (building, converting, compiling a model; a first call per
+    shape) in the shared slot, so a supervisor does not count it toward an op's time limit (it has its own,
+    :data:`fuzz.config.SETUP_TIMEOUT`). A ``py:`` cache may use it around its own setup; targets use
+    :meth:`fuzz.targets.base.Target.setting_up`. Nested uses mark once; in process (no slot) it does nothing."""
 
     __slots__ = ("slot", "outer")
 
-    def __init__(self, slot) -> None:
-        self.slot, self.outer = slot, False
+    def __init__(self, slot=None) -> None:
+        self.slot, self.outer = (slot if slot is not None else _process_slot), False
 
     def __enter__(self) -> None:
         if self.slot is not None and not in_setup(self.slot):

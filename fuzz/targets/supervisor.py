@@ -506,7 +506,8 @@ class Supervisor:
 
 
 def _op_text(op: Any) -> str:
-    return op.text() if hasattr(op, "text") else str(op)
+    text = getattr(op, "text", None)
+    return text if isinstance(text, str) else str(op)
 
 
 def spin_until_readable(poller, seconds: float) -> bool:

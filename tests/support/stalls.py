@@ -57,3 +57,19 @@ class HangsInPush(PyRing):
             while True:
                 time.sleep(3600)
         super().push(pos, key, value)
+
+
+class SetsUpInFirstReset(PyRing):
+    """Correct; its first reset spends 3 s in setup it marks (``fuzz.targets.progress.setting_up``): setup is
+    timed apart from the ops, so even an ``--op-timeout`` of 1 s does not cover it."""
+
+    stall = 3.0
+
+    def reset(self, window):
+        if not _stalled["reset"]:
+            from fuzz.targets.progress import setting_up
+
+            _stalled["reset"] = True
+            with setting_up():
+                time.sleep(self.stall)
+        super().reset(window)
