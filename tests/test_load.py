@@ -109,3 +109,13 @@ def test_a_campaign_saves_a_confirmed_hang_as_a_crash(capsys, tmp_path):
     assert rc == 1, out
     (f,) = doc["failures"]
     assert f["kind"] == "crash" and "when run again alone" in f["error"] and len(seeds) == 1
+
+
+def test_slow_cases_travel_with_a_workers_result_and_merge():
+    from fuzz.results import TargetResult, merge
+
+    x = {"target": "t", "request": "run", "where": "at op #5 (push)", "limit": 30.0, "rerun_seconds": 41.0,
+         "case": "window=3 ops: push"}
+    r = TargetResult("t", slow=[x])
+    back = TargetResult.from_json(json.loads(json.dumps(r.to_json())))
+    assert back.slow == [x] and merge("t", [back, TargetResult("t", slow=[dict(x, limit=60.0)])]).slow[1]["limit"] == 60
