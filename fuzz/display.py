@@ -299,4 +299,5 @@ def summary(console: Console, results: list[TargetResult], title: str = "kvwindo
 def slow_line(x: dict) -> str:
     """One line for a case that timed out once and ended when run again alone (``TargetResult.slow``)."""
     return (f"slow, not a finding: {x['target']}: {x['request']} {x['where']} ran past {x['limit']:g} s, then ended "
-            f"in {x['rerun_seconds']:g} s when run again alone (a busy machine or a slow op; --op-timeout sets the limit)")
+            f"in {x['rerun_seconds']:g} s when run again alone (a busy machine or a slow op; --op-timeout sets "
+            "the limit)")

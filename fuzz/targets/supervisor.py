@@ -130,7 +130,7 @@ class Supervisor:
     another configuration, or (``fresh``) any request after the runner ran one, gets a new runner."""
 
     def __init__(self, spec: str, *, op_timeout: float | None, op_memory: int | None, sanitize: bool):
-        #: ``--op-timeout`` as given (``None``: the limit follows the measured cost, :attr:`op_limit`).
+        #: ``--op-timeout`` as given (``None``: the limit follows the measured cost, :attr:`op_timeout`).
         self.explicit_timeout = None if op_timeout is None else float(op_timeout)
         self.spec, self.op_memory, self.sanitize = spec, op_memory, sanitize
         self.name = spec
