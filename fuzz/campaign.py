@@ -169,6 +169,9 @@ def _finish(camp: Campaign) -> TargetResult:
         elif reduce and note is None and res.interrupted:
             note = "interrupted while reducing: the smallest failing case so far (the failing case as it ran)"
         _record_failure(res, target, smallest.error, smallest.case, camp.campaign_seed, camp.config, note)
+    take = getattr(target, "take_slow", None)  # an isolated target's timeouts that were slow, not hangs
+    if take is not None:
+        res.slow += take()
     res.pending = None
     res.phase = "done"
     res.seconds = camp.elapsed()

@@ -25,8 +25,19 @@ WINDOW_BOUND = 65_536
 WIDTH_BOUND = 4096
 #: The longest chunk a seed may hold (the strategies draw up to ``3 W + 3``).
 CHUNK_BOUND = 4 * WINDOW_BOUND
-#: Default seconds one op of an isolated target may run before the child is killed (a finding).
-OP_TIMEOUT = 5.0
+#: How an isolated target's op limit follows the op's measured cost (``--op-timeout`` unset): the limit is
+#: :data:`OP_TIMEOUT_FACTOR` times the slowest op the target has run so far, never under :data:`OP_TIMEOUT`
+#: seconds. A busy machine slows every op alike, so a multiple of what was measured on it holds there too;
+#: the floor leaves room for the first ops, measured before anything else. One-time setup (a model built,
+#: converted or compiled, a first call per shape) is timed apart (:data:`SETUP_TIMEOUT`), never as an op.
+OP_TIMEOUT = 30.0
+OP_TIMEOUT_FACTOR = 10.0
+#: A case that runs past its limit is run again alone (a fresh child) with this many times the limit before
+#: it is a hang (a crash finding); one that ends then was slow, not hung: reported, never a seed.
+CONFIRM_FACTOR = 4.0
+#: Seconds one stretch of setup (what a target marks with ``Target.setting_up``) may run before it counts as
+#: a hang (confirmed like an op's: re-run alone with :data:`CONFIRM_FACTOR` times as long).
+SETUP_TIMEOUT = 300.0
 #: Default address-space limit of an isolated child in MiB (``RLIMIT_AS``; not applied to CUDA targets).
 OP_MEMORY_MB = 4096
 
@@ -64,8 +75,9 @@ class CampaignConfig:
     #: Run targets in a supervised child process (:mod:`fuzz.targets.isolated`): ``None`` for the
     #: native ones only (``ring-c``, ``c:``, C mutants, CUDA), ``True`` for every target, ``False`` for none.
     isolate: bool | None = None
-    #: Seconds one op of an isolated target may run (``--op-timeout``).
-    op_timeout: float = OP_TIMEOUT
+    #: Seconds one op of an isolated target may run (``--op-timeout``); ``None``: the limit follows the ops'
+    #: measured cost (:data:`OP_TIMEOUT_FACTOR` x the slowest so far, at least :data:`OP_TIMEOUT` s).
+    op_timeout: float | None = None
     #: Address-space limit of an isolated child in MiB (``--op-memory``); ``None``: no limit.
     op_memory: int | None = OP_MEMORY_MB
     #: Build the project's C libraries with ASan + UBSan and preload the runtime in the child (``--sanitize``).

@@ -113,6 +113,9 @@ class TargetResult:
     #: kind -> how many times cases made it, and one sample case each (kind -> ``{"case", "op"}``).
     efficiency: dict[str, int] = field(default_factory=dict)
     efficiency_samples: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Cases of an isolated target that ran past the op limit once and ended when run again alone with a
+    #: longer one: slow, not a finding (never a seed, never exit 1; :mod:`fuzz.targets.supervisor`).
+    slow: list[dict[str, Any]] = field(default_factory=list)
 
     def count_efficiency(self, stats: Any, case: Any) -> None:
         """Add one case's efficiency observations (:attr:`~fuzz.targets.base.RunStats.efficiency`), keeping the
@@ -163,6 +166,7 @@ class TargetResult:
             "known_first": {k: dict(v) for k, v in self.known_first.items()},
             "efficiency": dict(self.efficiency),
             "efficiency_samples": {k: dict(v) for k, v in self.efficiency_samples.items()},
+            "slow": [dict(x) for x in self.slow],
         }
 
     @classmethod
@@ -184,7 +188,8 @@ class TargetResult:
                    known_links={k: dict(v) for k, v in d.get("known_links", {}).items()},
                    known_first={k: dict(v) for k, v in d.get("known_first", {}).items()},
                    efficiency=dict(d.get("efficiency", {})),
-                   efficiency_samples={k: dict(v) for k, v in d.get("efficiency_samples", {}).items()})
+                   efficiency_samples={k: dict(v) for k, v in d.get("efficiency_samples", {}).items()},
+                   slow=[dict(x) for x in d.get("slow", [])])
 
 
 #: Which status of a phase wins when two runs of it are combined (a phase that ran in one worker ran).
@@ -249,6 +254,7 @@ def merge(name: str, parts: list[TargetResult]) -> TargetResult:
             m.efficiency_samples.setdefault(kind, dict(sample))
         m.faults += [f for f in p.faults if f not in m.faults]
         m.warnings += [w for w in p.warnings if w not in m.warnings]
+        m.slow += p.slow
         for f in p.failures:
             if f.case.id not in seen:  # two workers that shrink to the same case found one bug
                 seen.add(f.case.id)

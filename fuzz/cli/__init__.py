@@ -23,7 +23,7 @@ import sys
 from fuzz import seeds as seedstore
 from fuzz.cli.checks import UsageError
 from fuzz.cli.fuzz_cmd import EXIT_FINDING, EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE  # noqa: F401
-from fuzz.config import DTYPES, OP_MEMORY_MB, OP_TIMEOUT, WINDOW_BOUND
+from fuzz.config import CONFIRM_FACTOR, DTYPES, OP_MEMORY_MB, OP_TIMEOUT, OP_TIMEOUT_FACTOR, SETUP_TIMEOUT, WINDOW_BOUND
 from fuzz.ops import OpError
 from fuzz.targets.base import TargetError, TargetFault
 
@@ -92,8 +92,12 @@ def _isolation_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
                    help="run every target (--isolate) or none (--no-isolate) in a child process; default: "
                         "ring-c, cuda-*, c: libraries and the C mutants")
-    g.add_argument("--op-timeout", type=float, default=OP_TIMEOUT, metavar="S",
-                   help=f"an op of an isolated target running longer is a crash (default {OP_TIMEOUT:g} s)")
+    g.add_argument("--op-timeout", type=float, default=None, metavar="S",
+                   help=f"seconds an op of an isolated target may run; default: {OP_TIMEOUT_FACTOR:g} x the "
+                        f"slowest op it has run so far, at least {OP_TIMEOUT:g} s. One-time setup (a model "
+                        f"built or converted) is not an op (its own limit: {SETUP_TIMEOUT:g} s). A case past "
+                        f"the limit runs again alone with {CONFIRM_FACTOR:g} x the limit: only if it times out "
+                        "again is it a hang (a crash finding); otherwise it is reported as slow, not a finding")
     g.add_argument("--op-memory", type=int, default=OP_MEMORY_MB, metavar="MIB",
                    help=f"address-space limit of the child, a breach is a crash (default {OP_MEMORY_MB}; "
                         "0: none; not applied to CUDA targets)")

@@ -68,7 +68,8 @@ def writable_file(path: str, flag: str) -> None:
 
 
 def check_isolation_flags(args) -> None:
-    positive_seconds("--op-timeout", args.op_timeout)
+    if args.op_timeout is not None:  # unset: the limit follows the measured cost of the ops
+        positive_seconds("--op-timeout", args.op_timeout)
     if args.op_memory is not None and args.op_memory != 0 and args.op_memory < OP_MEMORY_MIN:
         raise UsageError(f"--op-memory must be 0 (no limit) or at least {OP_MEMORY_MIN} MiB, got {args.op_memory}")
     if args.sanitize and args.isolate is False:

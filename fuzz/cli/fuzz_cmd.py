@@ -166,6 +166,7 @@ def finish(args, config: CampaignConfig, console, results, interrupted: bool, pi
             "harness_faults": [{"target": n, "reason": f} for n, f in faults],
             "worker_errors": errors,
             "warnings": warnings,
+            "slow": [x for r in results for x in r.slow],  # timed out once, ended alone: not findings
         }
         try:
             Path(args.report).parent.mkdir(parents=True, exist_ok=True)

@@ -157,6 +157,14 @@ class Target(ABC):
     #: The payload dtypes it declares it stores exactly (drawn among them); empty: dtype is no dimension.
     dtypes: tuple[str, ...] = ()
 
+    def setting_up(self):
+        """``with self.setting_up():`` around one-time setup inside :meth:`run` (a model built, converted or
+        compiled for a new window; a first call per shape): a supervisor times it apart from the ops
+        (:func:`fuzz.targets.progress.setting_up`), so a slow setup on a busy machine is never a hang."""
+        from fuzz.targets.progress import setting_up
+
+        return setting_up(self.op_slot)
+
     def accepts(self, case: Case) -> str | None:
         """``None`` if the case fits this target, else why not (a window above ``window_max``, a
         bad call its error contract does not cover)."""
