@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from fuzz.config import CHUNK_BOUND, WIDTH_BOUND, WINDOW_BOUND
+from fuzz.config import CHUNK_BOUND, WIDTH_BOUND, WINDOW_BOUND, bounds_error
+from fuzz.oracle import PAYLOAD_WIDTH
 from fuzz.ops import Case, Chunk, OpError, target_of
 from fuzz.paged.ops import case_from_json
 
@@ -103,7 +104,17 @@ class Seed:
 
 
 def check_bounds(case: Case, where: str = "seed") -> None:
-    """Raise :class:`SeedError` when a window or chunk of ``case`` is beyond the documented bounds."""
+    """Raise :class:`SeedError` when a dimension of ``case`` — a window, a chunk, a payload width, a window times its
+    width, a paged pool — is beyond the one set of bounds (:func:`fuzz.config.bounds_error`), before anything is
+    allocated for it."""
+    if getattr(case, "paged", False):
+        longest = max((getattr(op, "n", 0) or getattr(op, "k", 0) or getattr(op, "length", 0) for op in case.ops),
+                      default=None) or None
+        why = bounds_error(window=case.window, block_size=case.block_size, num_blocks=case.num_blocks,
+                           width=case.width, chunk=longest)
+        if why is not None:
+            raise SeedError(f"{where}: {why}")
+        return
     widest = case.widest_window()
     if widest > WINDOW_BOUND:
         raise SeedError(f"{where}: window {widest} is beyond the bound {WINDOW_BOUND} (1 <= W <= {WINDOW_BOUND})")
@@ -113,6 +124,9 @@ def check_bounds(case: Case, where: str = "seed") -> None:
     width = case.widest_payload()
     if width is not None and width > WIDTH_BOUND:
         raise SeedError(f"{where}: payload width {width} is beyond the bound {WIDTH_BOUND}")
+    why = bounds_error(window=widest, width=width or PAYLOAD_WIDTH)
+    if why is not None:
+        raise SeedError(f"{where}: {why}")
 
 
 def parse_seed(doc: Any, where: str = "seed") -> Seed:

@@ -35,7 +35,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase, 
 from fuzz.campaign import save_failure
 from fuzz.config import CampaignConfig
 from fuzz.results import TargetResult, merge
-from fuzz.targets.base import Target
+from fuzz.targets.base import HarnessInterrupt, Target
 
 DEFAULT_DB = ".hypothesis/kvwindow"
 #: Memory a worker process may take (with its isolated child): ``--workers`` is bounded by what is available.
@@ -172,7 +172,7 @@ class StopRequest:
 
     def _handle(self, signum, frame) -> None:
         if self.signum is not None and signum == signal.SIGINT:
-            raise KeyboardInterrupt
+            raise HarnessInterrupt(signum)  # the harness's own: code under test raising one is a crash
         self.signum = signum
 
     def __enter__(self) -> "StopRequest":

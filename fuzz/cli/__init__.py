@@ -25,7 +25,7 @@ from fuzz.cli.checks import UsageError
 from fuzz.cli.fuzz_cmd import EXIT_FINDING, EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE  # noqa: F401
 from fuzz.config import DTYPES, OP_MEMORY_MB, OP_TIMEOUT, WINDOW_BOUND
 from fuzz.ops import OpError
-from fuzz.targets.base import TargetError
+from fuzz.targets.base import TargetError, interrupt_handlers
 
 EPILOG = __doc__.split("\n\n", 1)[1]
 
@@ -91,7 +91,8 @@ def _isolation_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("crash isolation (native targets run in a supervised child by default)")
     g.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
                    help="run every target (--isolate) or none (--no-isolate) in a child process; default: "
-                        "ring-c, cuda-*, c: libraries and the C mutants")
+                        "ring-c, cuda-*, c: libraries, the C mutants and the user's py:, paged-py: and "
+                        "py-decoder: classes")
     g.add_argument("--op-timeout", type=float, default=OP_TIMEOUT, metavar="S",
                    help=f"an op of an isolated target running longer is a crash (default {OP_TIMEOUT:g} s)")
     g.add_argument("--op-memory", type=int, default=OP_MEMORY_MB, metavar="MIB",
@@ -215,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         except SystemExit as e:  # argparse exits 2 on usage errors already
             return int(e.code or 0)
         run = lambda: args.func(args)  # noqa: E731
+    interrupt_handlers()  # a real Ctrl-C / SIGTERM raises HarnessInterrupt: a KeyboardInterrupt of a subject's is its own
     try:
         return run()
     except (TargetError, seedstore.SeedError, UsageError, OpError) as e:

@@ -49,6 +49,18 @@ STEPS: tuple[tuple[int, Callable[[Context], Step]], ...] = (
     (1, step1), (2, step2), (3, step3), (4, step4), (5, step5), (6, step6), (7, step7), (8, step8))
 
 
+def check_identity_bounds(identity: dict, who: str) -> None:
+    """The windows an identity reports within the bound campaigns obey (:data:`fuzz.config.WINDOW_BOUND`): the gate
+    sizes its streams by them, so a window of 10**9 would allocate gigabytes before the first step."""
+    from fuzz.config import WINDOW_BOUND
+
+    w = identity.get("window")
+    for x in (w if isinstance(w, (list, tuple)) else [w]):
+        if isinstance(x, int) and not isinstance(x, bool) and x > WINDOW_BOUND:
+            raise cfgmod.UsageError(f"{who}: its identity reports window {x}, beyond the bound {WINDOW_BOUND} the "
+                                    "gate sizes streams within")
+
+
 def prepare(conf: cfgmod.GateConfig, log: Callable[[str], None]) -> Context:
     """Resolve and probe both subjects (usage errors before any work): identities, window, vocabulary."""
     base = resolve(conf.baseline, "baseline")
@@ -62,6 +74,9 @@ def prepare(conf: cfgmod.GateConfig, log: Callable[[str], None]) -> Context:
         except SubjectError as e:
             raise cfgmod.UsageError(f"{role} {s.spec!r} does not answer the decoder protocol: {e.method} raised "
                                     f"{e.what}") from e
+    base.vocab, cand.vocab = vocab["baseline"], vocab["candidate"]  # every later answer is checked against it
+    for role, s in (("baseline", base), ("candidate", cand)):
+        check_identity_bounds(identities[s.spec], f"{role} {s.spec!r}")
     if vocab["baseline"] != vocab["candidate"]:
         raise cfgmod.UsageError(f"baseline and candidate have different vocabularies ({vocab['baseline']} and "
                                 f"{vocab['candidate']} logits per token): they are not two versions of one model")
