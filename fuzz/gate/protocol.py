@@ -35,6 +35,7 @@ machine: a harness fault (:class:`GateFault`, exit 3), never evidence about the 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -126,7 +127,12 @@ class Handle:
     anything else, and any exception, is the subject's :class:`SubjectError`."""
 
     def __init__(self, subject: Subject, obj: Any):
+        from fuzz.gate.isolate import RemoteInstance
+
         self.subject, self.obj, self.spec = subject, obj, subject.spec
+        self.remote = isinstance(obj, RemoteInstance)
+        #: Seconds the subject spent in the last call, measured where it runs (an isolated subject's child).
+        self.seconds = 0.0
 
     def has(self, method: str) -> bool:
         return callable(getattr(self.obj, method, None))
@@ -136,7 +142,10 @@ class Handle:
         if not callable(fn):
             raise SubjectError(self.spec, method, f"the subject has no {method}()")
         try:
-            return subject_call(fn, *args, **kw)  # a SystemExit or KeyboardInterrupt of its own is its outcome too
+            t0 = time.perf_counter()
+            out = subject_call(fn, *args, **kw)  # a SystemExit or KeyboardInterrupt of its own is its outcome too
+            self.seconds = self.obj.last_seconds if self.remote else time.perf_counter() - t0
+            return out
         except Unavailable as e:
             raise GateFault(f"{self.spec}: {method}: {e}") from e
         except Exception as e:  # noqa: BLE001 - whatever the subject raises is its outcome

@@ -1,7 +1,7 @@
 """Hostile code under test (tests/test_hostile_*.py): caches, pools and decoders that end the process, raise
 what is not an error, crash natively, hang, or answer outside the protocol. Which misbehaviour, and when, is
-read from the environment (``KVW_HOSTILE``: ``exit``, ``kbd``, ``abort``, ``segv``, ``sleep``, ``os_exit``;
-``KVW_HOSTILE_AT``: the call count it starts at), so one class serves every probe and a child process built
+read from the environment (``KVW_HOSTILE``: ``exit``, ``kbd``, ``gen``, ``abort``, ``segv``, ``sleep``, ``os_exit``;
+``KVW_HOSTILE_AT``: the call count it starts at; ``KVW_HOSTILE_ONCE``: a file path, to misbehave only once), so one class serves every probe and a child process built
 from the spec alone behaves as the parent's would."""
 
 from __future__ import annotations
@@ -19,6 +19,12 @@ def misbehave(calls: int) -> None:
     what = os.environ.get("KVW_HOSTILE", "exit")
     if calls < int(os.environ.get("KVW_HOSTILE_AT", "3")):
         return
+    once = os.environ.get("KVW_HOSTILE_ONCE")  # a file: misbehave once in all processes, then behave
+    if once:
+        try:
+            os.close(os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
     if what == "exit":
         sys.exit(0)
     if what == "kbd":
@@ -57,3 +63,63 @@ class HostileCache:
 
     def contents(self):
         return list(self.entries)
+
+
+class HostileDecoder:
+    """The project's decoder, misbehaving (``KVW_HOSTILE``) from its ``KVW_HOSTILE_AT``-th decode on — in every
+    instance, so the gate meets it in the first step that decodes."""
+
+    tolerance = 1e-10
+
+    def __init__(self):
+        from impl.subjects.decoder import DecoderSubject
+
+        self._d = DecoderSubject()
+        self.decodes = 0
+
+    def reset(self):
+        self._d.reset()
+
+    def prefill(self, token_ids):
+        return self._d.prefill(token_ids)
+
+    def decode(self, token_id):
+        self.decodes += 1
+        misbehave(self.decodes)
+        return self._d.decode(token_id)
+
+    def full(self, token_ids):
+        return self._d.full(token_ids)
+
+    def identity(self):
+        return self._d.identity()
+
+
+class SlowDecoder(HostileDecoder):
+    """Well-behaved, but every decode sleeps ``KVW_SLOW_S`` seconds: a gate to interrupt while it runs."""
+
+    def decode(self, token_id):
+        time.sleep(float(os.environ.get("KVW_SLOW_S", "0.05")))
+        return self._d.decode(token_id)
+
+
+class WideLogits(HostileDecoder):
+    """Its decode answers one logit too many (a wrong width, found at the protocol boundary)."""
+
+    def decode(self, token_id):
+        out = self._d.decode(token_id)
+        return np.concatenate([np.asarray(out, dtype=np.float64).reshape(-1), [0.0]])
+
+
+class NaNBytes(HostileDecoder):
+    """``kv_bytes()`` answers NaN."""
+
+    def kv_bytes(self):
+        return float("nan")
+
+
+class HugeWindow(HostileDecoder):
+    """Its identity reports a window of 10**9 (the gate must refuse it before sizing a stream by it)."""
+
+    def identity(self):
+        return {**self._d.identity(), "window": [10 ** 9, None]}
