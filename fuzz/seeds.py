@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -61,7 +62,7 @@ def default_seeds_dir(cwd: str | Path | None = None) -> Path:
 
         try:
             doc = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as e:
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
             raise SeedError(f"{pyproject}: cannot read [tool.kvwindow]: {e}") from e
         value = doc.get("tool", {}).get("kvwindow", {}).get("seeds-dir")
         if value is not None:
@@ -152,15 +153,7 @@ def parse_seed(doc: Any, where: str = "seed") -> Seed:
 def load_seed(path: str | Path) -> Seed:
     """The seed in ``path``; :class:`SeedError` naming the file and the problem for anything else."""
     path = Path(path)
-    try:
-        if path.is_dir():
-            raise SeedError(f"{path}: is a directory, not a seed file")
-        size = path.stat().st_size
-        if size > MAX_SEED_BYTES:
-            raise SeedError(f"{path}: {size} bytes is too large for a seed (at most {MAX_SEED_BYTES})")
-        data = path.read_bytes()
-    except OSError as e:
-        raise SeedError(f"{path}: cannot read: {e.strerror or e}") from e
+    data = read_regular(path, MAX_SEED_BYTES, "a seed")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -180,6 +173,39 @@ def load_seed(path: str | Path) -> Seed:
         raise
     except (RecursionError, ValueError, TypeError, KeyError, AttributeError) as e:
         raise SeedError(f"{path}: not a seed: {type(e).__name__}: {str(e)[:200]}") from None
+
+
+def read_regular(path: Path, limit: int, what: str) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes, else :class:`SeedError` naming it.
+
+    Opened with ``O_NONBLOCK`` (a FIFO does not block the open) and checked with ``fstat`` on the open file (a
+    symlink to ``/dev/zero``, a FIFO, a device, a directory are refused, whatever the name said), then read to
+    at most ``limit + 1`` bytes: a file that grows while it is read cannot make the read unbounded."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise SeedError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else
+                    "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else
+                    "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+            raise SeedError(f"{path}: is {kind}, not {what} file (only regular files are read)")
+        chunks, size = [], 0
+        while size <= limit:
+            block = os.read(fd, min(1 << 16, limit + 1 - size))
+            if not block:
+                break
+            chunks.append(block)
+            size += len(block)
+    except OSError as e:
+        raise SeedError(f"{path}: cannot read: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise SeedError(f"{path}: more than {limit} bytes is too large for {what} (at most {limit})")
+    return b"".join(chunks)
 
 
 def seed_paths(directory: str | Path = SEED_DIR) -> list[Path]:

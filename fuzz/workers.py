@@ -142,7 +142,11 @@ def open_database(spec: str | None) -> FallbackDatabase:
             from hypothesis.extra.redis import RedisExampleDatabase
         except ModuleNotFoundError as e:
             raise DatabaseError(f"--db {spec}: the redis client is not installed (pip install 'kvwindow[dev]')") from e
-        client = redis.Redis.from_url(spec, socket_connect_timeout=3, socket_timeout=10)
+        try:
+            client = redis.Redis.from_url(spec, socket_connect_timeout=3, socket_timeout=10)
+        except Exception as e:  # noqa: BLE001 - a URL redis cannot parse ('redis://[::1', a port of 99999)
+            raise DatabaseError(f"--db {spec}: not a usable redis URL ({type(e).__name__}: {e}); expected "
+                                "redis://host:port/n") from e
         try:
             client.ping()
         except Exception as e:  # noqa: BLE001

@@ -123,3 +123,45 @@ class HugeWindow(HostileDecoder):
 
     def identity(self):
         return {**self._d.identity(), "window": [10 ** 9, None]}
+
+
+class HostilePool:
+    """A correct paged pool (:class:`tests.support.paged_caches.MinimalPool`) that misbehaves from its
+    ``KVW_HOSTILE_AT``-th append on."""
+
+    def __init__(self):
+        from tests.support.paged_caches import MinimalPool
+
+        self._p = MinimalPool()
+        self.calls = 0
+
+    def __getattr__(self, name):
+        return getattr(self._p, name)
+
+    def configure(self, window, block_size, num_blocks, width):
+        return self._p.configure(window, block_size, num_blocks, width)
+
+    def add(self, seq):
+        return self._p.add(seq)
+
+    def append(self, seq, pos, key, value):
+        self.calls += 1
+        misbehave(self.calls)
+        return self._p.append(seq, pos, key, value)
+
+    def append_chunk(self, seq, entries):
+        self.calls += 1
+        misbehave(self.calls)
+        return self._p.append_chunk(seq, entries)
+
+    def free(self, seq):
+        return self._p.free(seq)
+
+    def read(self, seq):
+        return self._p.read(seq)
+
+    def table(self, seq):
+        return self._p.table(seq)
+
+    def free_blocks(self):
+        return self._p.free_blocks()
