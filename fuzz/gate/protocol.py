@@ -41,7 +41,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fuzz.targets.base import subject_call
+from fuzz.targets.base import raised, subject_call
 from impl.errors import Unavailable
 
 REQUIRED = ("reset", "prefill", "decode", "full", "identity")
@@ -60,7 +60,7 @@ class SubjectError(Exception):
     def __init__(self, spec: str, method: str, cause: BaseException | str):
         self.spec, self.method = spec, method
         self.cause = cause if isinstance(cause, BaseException) else None
-        what = f"{type(cause).__name__}: {cause}" if isinstance(cause, BaseException) else str(cause)
+        what = raised(cause) if isinstance(cause, BaseException) else str(cause)
         self.what = what.splitlines()[0][:300] if what else type(cause).__name__
         super().__init__(f"{spec}: {method} raised {self.what}")
 

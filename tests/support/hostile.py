@@ -16,7 +16,9 @@ import numpy as np
 
 
 def misbehave(calls: int) -> None:
-    what = os.environ.get("KVW_HOSTILE", "exit")
+    what = os.environ.get("KVW_HOSTILE")
+    if not what:  # well-behaved unless asked (the protocol-answer subjects below misbehave otherwise)
+        return
     if calls < int(os.environ.get("KVW_HOSTILE_AT", "3")):
         return
     once = os.environ.get("KVW_HOSTILE_ONCE")  # a file: misbehave once in all processes, then behave
@@ -26,7 +28,7 @@ def misbehave(calls: int) -> None:
         except FileExistsError:
             return
     if what == "exit":
-        sys.exit(0)
+        sys.exit(os.environ.get("KVW_HOSTILE_MESSAGE", 0))
     if what == "kbd":
         raise KeyboardInterrupt
     if what == "gen":
