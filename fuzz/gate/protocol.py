@@ -153,10 +153,13 @@ class Handle:
 
     def _array(self, method: str, what: str, out: Any) -> np.ndarray:
         """``out`` as a finite float64 array; anything else is the subject's answer outside the protocol."""
+        def convert(x: Any) -> np.ndarray:  # runs the subject's own code (a tensor's, an __array__'s)
+            if hasattr(x, "detach"):
+                x = x.detach().cpu().double().numpy()
+            return np.asarray(x, dtype=np.float64)
+
         try:
-            if hasattr(out, "detach"):
-                out = subject_call(lambda: out.detach().cpu().double().numpy())
-            a = np.asarray(out, dtype=np.float64)
+            a = subject_call(convert, out)
         except Exception as e:  # noqa: BLE001 - what it returned does not convert: its answer, not the harness's
             raise SubjectError(self.spec, method, f"returned {type(out).__name__}, not {what} ({e})") from e
         if a.size and not np.isfinite(a).all():

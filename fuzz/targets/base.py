@@ -119,6 +119,13 @@ def subject_call(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         raise SubjectExit(e) from e
 
 
+def escaped(target: str, error: BaseException) -> "Crash":
+    """The crash a ``BaseException`` that is not an ``Exception`` stands for when it surfaces in a target's run outside
+    a guarded call (from an object the code under test returned: a generator, an array-like): the harness raises
+    none of them, and the harness's own interrupt is :class:`HarnessInterrupt`, never passed here."""
+    return Crash(target, None, None, f"raised {raised(SubjectExit(error))}")
+
+
 class Guarded:
     """Code under test seen through :func:`subject_call`: every attribute read and every method call of the wrapped
     object (a ``py:`` cache, a ``paged-py:`` pool) is a boundary. Everything else it does is the object's own."""

@@ -32,8 +32,8 @@ import numpy as np
 
 from fuzz.ops import Case, Chunk, Op, Push, Reset, target_of
 from fuzz.oracle import PAYLOAD_WIDTH, SpecStream, check_dtype
-from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats, Target, TargetError, crash_from, guarded, \
-    raised, subject_call
+from fuzz.targets.base import Crash, HarnessFault, HarnessInterrupt, Mismatch, RunStats, Target, TargetError, \
+    crash_from, escaped, guarded, raised, subject_call
 from fuzz.targets.progress import OP
 from fuzz.targets.ring_errors import py_contract_for
 
@@ -204,10 +204,12 @@ class CacheTarget(Target):
     def run(self, case: Case) -> RunStats:
         try:
             return self._run(case)
-        except (Mismatch, Crash, HarnessFault):
+        except (Mismatch, Crash, HarnessFault, HarnessInterrupt):
             raise
         except Exception as e:  # noqa: BLE001 - not raised by the cache: the harness failed
             raise HarnessFault(self.name, f"{type(e).__name__} in the harness: {e}") from e
+        except BaseException as e:  # noqa: BLE001 - a SystemExit from what the cache returned (a generator)
+            raise escaped(self.name, e) from e
 
     def _build(self, case: Case, k: int) -> tuple[Any, Any, SpecStream]:
         """Instance ``k`` of ``case``: the raw cache, its array view and its spec stream."""

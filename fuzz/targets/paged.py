@@ -33,8 +33,8 @@ from fuzz.paged.checks import Checker
 from fuzz.paged.ops import (OPTIONAL, Add, Admit, Batch, Chunk, Fork, Free, PagedCase, Preempt, Push, Spec,
                             is_paged)
 from fuzz.paged.oracle import PagedSpec, clip
-from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats, Target, TargetError, crash_from, guarded, \
-    raised, subject_call
+from fuzz.targets.base import Crash, HarnessFault, HarnessInterrupt, Mismatch, RunStats, Target, TargetError, \
+    crash_from, escaped, guarded, raised, subject_call
 from fuzz.targets.progress import OP
 from impl.errors import Unavailable
 
@@ -133,10 +133,12 @@ class PagedTarget(Target):
             raise HarnessFault(self.name, f"cannot take this case: {why}")
         try:
             return Run(self, case).run()
-        except (Mismatch, Crash, HarnessFault):
+        except (Mismatch, Crash, HarnessFault, HarnessInterrupt):
             raise
         except Exception as e:  # noqa: BLE001 - not raised by the cache: the harness failed
             raise HarnessFault(self.name, f"{type(e).__name__} in the harness: {e}") from e
+        except BaseException as e:  # noqa: BLE001 - a SystemExit from what the pool returned (a generator)
+            raise escaped(self.name, e) from e
 
 
 class Run:
