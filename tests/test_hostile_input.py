@@ -156,7 +156,10 @@ def test_a_non_utf8_pyproject_is_one_line(tmp_path, capsys, monkeypatch):
 
 @pytest.mark.parametrize("argv", [["fuzz", "--bogus"], ["fuzz", "--time", "x"], ["seeds", "add", "--paged", "x",
                                                                                     "--ops", "+s0"],
-                                  ["gate", "--bogus"], ["replay", "--op-timeout", "-1"], ["nonsense"]])
+                                  ["gate", "--bogus"], ["replay", "--op-timeout", "-1"], ["nonsense"],
+                                  ["mutants", "--window-max", "1000000000", "--only", "ring-keeps-W+1"],
+                                  ["gate", "--op-timeout", "nan", "--baseline", "decoder", "--candidate", "decoder",
+                                   "--intervention", "layout", "--claim", "exact"]])
 def test_nonsense_flags_exit_2(capsys, argv):
     rc, _, err = run(capsys, *argv)
     assert rc == 2 and "Traceback" not in err
