@@ -134,7 +134,8 @@ class GateConfig:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kvwindow gate", description="The release gate for a cache or decoding "
-                                "change (seed 000's eight steps): exit 0 pass, 1 fail, 2 usage error, 3 harness fault.")
+                                "change (seed 000's eight steps): exit 0 pass, 1 fail, 2 usage error, 3 harness fault, 130/143 "
+                                "interrupted (Ctrl-C/SIGTERM; the finished steps are still reported).")
     p.add_argument("--baseline", help="the subject shipped today (decoder, decoder@c, hf:mistral+static, "
                    "py-decoder:module:Class, ...)")
     p.add_argument("--candidate", help="the subject with the change")

@@ -14,7 +14,12 @@ It writes ``report.md``, a self-contained ``report.html`` and ``report.json`` (p
 DIR, atomically, and exits 0 when no step fails, 1 when one does, 2 on a usage error (checked before
 anything runs: options, subjects, the report folder), 3 on a harness fault (the gate itself, or an
 adapter that cannot drive its third-party release; the report is still written) when no step failed:
-a failure outranks a fault, as a finding does in a campaign.
+a failure outranks a fault, as a finding does in a campaign. Ctrl-C or SIGTERM stops it at once and writes the
+report of every finished step (the rest "not reached: interrupted"); it exits 130 (Ctrl-C) or 143 (SIGTERM)
+unless a finished step failed (1).
+
+Subjects run in a child process each by default (:mod:`fuzz.gate.isolate`; ``--no-isolate``), every call
+within ``--op-timeout``: a subject that dies, hangs or ends its process fails the step that called it.
 """
 
 from __future__ import annotations
