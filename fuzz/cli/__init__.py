@@ -216,9 +216,9 @@ def main(argv: list[str] | None = None) -> int:
         except SystemExit as e:  # argparse exits 2 on usage errors already
             return int(e.code or 0)
         run = lambda: args.func(args)  # noqa: E731
-    interrupt_handlers()  # a real Ctrl-C / SIGTERM raises HarnessInterrupt: a KeyboardInterrupt of a subject's is its own
     try:
-        return run()
+        with interrupt_handlers():  # a real Ctrl-C / SIGTERM raises HarnessInterrupt; a subject's own is its outcome
+            return run()
     except (TargetError, seedstore.SeedError, UsageError, OpError) as e:
         print(f"kvwindow: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -106,9 +106,11 @@ def not_reached(steps: list[Step], why: str) -> list[Step]:
     return steps + [Step(n, verdict=NA, summary=f"not reached: {why}") for n, _ in STEPS if n not in done]
 
 
-def run_steps(ctx: Context, steps: list[Step] | None = None) -> tuple[list[Step], list[str]]:
-    """Run the eight steps in order, appending each finished one to ``steps`` (so an interrupt keeps them)."""
-    steps, faults = ([] if steps is None else steps), []
+def run_steps(ctx: Context, steps: list[Step] | None = None,
+              faults: list[str] | None = None) -> tuple[list[Step], list[str]]:
+    """Run the eight steps in order, appending each finished one to ``steps`` and its faults to ``faults`` (so an
+    interrupt keeps them)."""
+    steps, faults = ([] if steps is None else steps), ([] if faults is None else faults)
     t0 = time.monotonic()
     for number, fn in STEPS:
         ctx.log(f"[{time.monotonic() - t0:6.1f}s] step {number} ...")
@@ -167,7 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
     t0 = time.monotonic()
     opened: list = []  # the isolated subjects' processes, stopped whatever happens
-    interrupt_handlers()  # a real Ctrl-C / SIGTERM raises HarnessInterrupt; a subject's own KeyboardInterrupt fails it
+    with interrupt_handlers():  # a real Ctrl-C / SIGTERM raises HarnessInterrupt; a subject's own fails it
+        return _main(args, log, t0, opened)
+
+
+def _main(args, log: Callable[[str], None], t0: float, opened: list) -> int:
     try:
         try:
             conf = cfgmod.load(args)
@@ -189,11 +195,12 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 128 + e.signum
         steps: list[Step] = []
+        faults: list[str] = []
         interrupted: HarnessInterrupt | None = None
         try:
-            steps, faults = run_steps(ctx, steps)
+            run_steps(ctx, steps, faults)
         except HarnessInterrupt as e:  # every finished step is kept; the rest say they were not reached
-            interrupted, faults = e, []
+            interrupted = e
             ctx.notes.append(f"interrupted ({signal_name(e.signum)}) after {len(steps)} step(s): the rest were not "
                              "reached")
             steps = not_reached(steps, f"interrupted ({signal_name(e.signum)})")

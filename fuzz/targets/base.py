@@ -16,11 +16,12 @@ evidence about the implementation, so saving it as a seed would be a false bug r
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import signal
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from fuzz.ops import Case, Op
 
@@ -160,17 +161,25 @@ def guarded(factory: Callable[[], Any]) -> Callable[[], Any]:
     return build
 
 
-def interrupt_handlers(signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> None:
-    """Install handlers that raise :class:`HarnessInterrupt` (in the main thread; elsewhere nothing), so a real
-    Ctrl-C or SIGTERM is told apart from a ``KeyboardInterrupt`` the code under test raises."""
+@contextlib.contextmanager
+def interrupt_handlers(signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
+    """While open, SIGINT and SIGTERM raise :class:`HarnessInterrupt` (in the main thread; elsewhere nothing changes),
+    so a real Ctrl-C or SIGTERM is told apart from a ``KeyboardInterrupt`` the code under test raises; the previous
+    handlers come back on exit (a test runner calling ``main()`` keeps its own)."""
     def handle(signum, frame):
         raise HarnessInterrupt(signum)
 
+    old: dict[int, Any] = {}
     try:
         for s in signals:
-            signal.signal(s, handle)
+            old[s] = signal.signal(s, handle)
     except ValueError:  # not the main thread
         pass
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 def rebuild(cls: type, args: tuple, kwargs: dict) -> BaseException:
