@@ -210,5 +210,5 @@ def save_failure(fail: Failure, config: CampaignConfig, campaign_seed: int | Non
     else:
         fail.seed_path, fail.created = str(saved.path), saved.created
         fail.moved_aside = None if saved.moved_aside is None else str(saved.moved_aside)
-        fail.replay = replay_hint(saved.path, fail.target)
+        fail.replay = replay_hint(saved.path, fail.target, config)  # with the flags the finding needs
     return fail

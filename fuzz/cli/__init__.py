@@ -25,7 +25,7 @@ from fuzz.cli.checks import UsageError
 from fuzz.cli.fuzz_cmd import EXIT_FINDING, EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE  # noqa: F401
 from fuzz.config import CONFIRM_FACTOR, DTYPES, OP_MEMORY_MB, OP_TIMEOUT, OP_TIMEOUT_FACTOR, SETUP_TIMEOUT, WINDOW_BOUND
 from fuzz.ops import OpError
-from fuzz.targets.base import TargetError, TargetFault
+from fuzz.targets.base import TargetError, TargetFault, interrupt_handlers
 
 EPILOG = __doc__.split("\n\n", 1)[1]
 
@@ -91,7 +91,8 @@ def _isolation_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("crash isolation (native targets run in a supervised child by default)")
     g.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
                    help="run every target (--isolate) or none (--no-isolate) in a child process; default: "
-                        "ring-c, cuda-*, c: libraries and the C mutants")
+                        "ring-c, cuda-*, c: libraries, the C mutants and the user's py:, paged-py: and "
+                        "py-decoder: classes")
     g.add_argument("--op-timeout", type=float, default=None, metavar="S",
                    help=f"seconds an op of an isolated target may run; default: {OP_TIMEOUT_FACTOR:g} x the "
                         f"slowest op it has run so far, at least {OP_TIMEOUT:g} s. One-time setup (a model "
@@ -220,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(e.code or 0)
         run = lambda: args.func(args)  # noqa: E731
     try:
-        return run()
+        with interrupt_handlers():  # a real Ctrl-C / SIGTERM raises HarnessInterrupt; a subject's own is its outcome
+            return run()
     except TargetFault as e:  # the adapter cannot drive the installed release: a harness fault, not usage
         print(f"kvwindow: error: {e}", file=sys.stderr)
         return EXIT_HARNESS

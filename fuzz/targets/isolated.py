@@ -33,9 +33,15 @@ from fuzz.targets.supervisor import (  # noqa: F401 - re-exported: where tests a
 )
 
 
+#: Code a user names runs in a supervised child by default too: most Python caches call native code, and only a
+#: supervising process outlives a segfault, an ``os._exit`` or a hang in it with the case in flight (a crash
+#: finding with its seed, never a dead campaign); ``--no-isolate`` runs it in process.
+USER_CODE = ("py:", "paged-py:", "py-decoder:")
+
+
 def should_isolate(spec: str, config: CampaignConfig) -> bool:
     if config.isolate is None:
-        return is_native(spec) or config.sanitize
+        return is_native(spec) or spec.startswith(USER_CODE) or config.sanitize
     return config.isolate
 
 
