@@ -112,6 +112,23 @@ def import_order(mods: dict[str, Path], texts: dict[str, str]) -> list[str]:
     return order
 
 
+_SCOPE_OPEN = re.compile(r"^(?:namespace\s+(\S+)|(?:noncomputable\s+)?section\b[ \t]*([^\s-]*))")
+_SCOPE_END = re.compile(r"^end\b")
+
+
+def open_scopes(lines: list[str]) -> list[str]:
+    """The namespaces/sections a file leaves open at its end, outermost first ('' for an anonymous section).
+
+    Only commands at column 0 count (how this repository writes them); an ``end`` closes the innermost."""
+    stack: list[str] = []
+    for line in lines:
+        if (m := _SCOPE_OPEN.match(line)):
+            stack.append(m.group(1) or m.group(2) or "")
+        elif _SCOPE_END.match(line) and stack:
+            stack.pop()
+    return stack
+
+
 @dataclass(frozen=True)
 class Segment:
     """Lines first..last (1-based, inclusive) of the joined file are lines 1.. of ``path``."""
@@ -137,7 +154,8 @@ class Joined:
 
 
 def join(lean_dir: Path, rel_to: Optional[Path] = None) -> Joined:
-    """One file holding every module of lean_dir in import order, inside one ``noncomputable section``.
+    """One file holding every module of lean_dir in import order, inside one ``noncomputable section``,
+    each module in its own ``section`` (closing what it leaves open).
 
     Line numbers are kept: import lines become blank lines and each rewritten line (``#guard``,
     ``#print axioms``) stays on its own line, so a message maps back by subtraction."""
@@ -152,6 +170,7 @@ def join(lean_dir: Path, rel_to: Optional[Path] = None) -> Joined:
     guards = skipped = 0
     for name in order:
         lines = texts[name].splitlines()
+        out.append(f"section  -- {mods[name].name}: its open/variable/set_option stay in it, as in its own file")
         first = len(out) + 1
         for line in lines:
             if _IMPORT.match(line):
@@ -170,7 +189,10 @@ def join(lean_dir: Path, rel_to: Optional[Path] = None) -> Joined:
             shown = str(mods[name])
         segments.append(Segment(shown, first, max(first, len(out))))
         out.append("")  # a file may end without a newline: its last command must not run into the next file
-    out.append("end")
+        # Lean closes what a file leaves open at its end; the join must too, or the next file would be
+        # elaborated inside it (KVWindow.KVWindow.*).
+        out += [f"end {scope}".rstrip() for scope in reversed(open_scopes(lines))]
+        out.append("end")
     return Joined("\n".join(out) + "\n", segments, guards, skipped, external)
 
 
@@ -359,8 +381,12 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     ap.add_argument("--cache", type=Path, default=CACHE, help="install folder, under /tmp or /home")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds allowed for the elaboration")
     ap.add_argument("--print-joined", action="store_true", help="print the joined file and exit (no build)")
+    ap.add_argument("--install-only", action="store_true", help="install the checker into the cache and exit")
     ns = ap.parse_args(list(argv) if argv is not None else None)
     try:
+        if ns.install_only:
+            ensure_checker(ns.cache)
+            return EXIT_OK
         if ns.print_joined:
             sys.stdout.write(join(ns.lean_dir).text)
             return EXIT_OK

@@ -180,3 +180,14 @@ def test_cache_outside_tmp_and_home_is_refused(tmp_path):
 def test_versions_are_pinned_exactly():
     assert all("@" in p and p.split("@")[1][0].isdigit() for p in lc.NPM_PACKAGES)
     assert (ROOT / "lean-toolchain").read_text().strip() == f"leanprover/lean4:{lc.LEAN_VERSION}"
+
+
+def test_open_scopes_and_the_join_closes_them(tmp_path):
+    assert lc.open_scopes(["namespace A", "section", "end", "noncomputable section S", "namespace B.C"]) == \
+        ["A", "S", "B.C"]
+    assert lc.open_scopes(["namespace A", "theorem t : True := trivial", "end A"]) == []
+    lean = _tree(tmp_path, {"K/A.lean": "namespace K\ntheorem a : True := trivial\n",  # left open, as Lean allows
+                            "K/B.lean": "import K.A\nnamespace K\ntheorem b : True := trivial\nend K\n"})
+    lines = lc.join(lean).text.splitlines()
+    a_end = lines.index("theorem a : True := trivial")
+    assert lines[a_end + 1:a_end + 4] == ["", "end K", "end"]  # B is not elaborated inside K.K

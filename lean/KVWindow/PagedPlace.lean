@@ -400,3 +400,5 @@ theorem holds_placeWith {α : Type} (W B N : Nat) (P P1 : Pool α) (H : Nat → 
         exact writeMem_ne P.mem b (P.len s % B) x d i (fun hh => hd hh.1)
       exact ⟨holds_place W B N P P1 H s b x h hwf1 hlive hlen htab ha1 ha2 hw hcopy hother
         (refcount_unique P s (P.len s / B) b hs hg h2), hlive⟩
+
+end KVWindow
