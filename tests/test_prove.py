@@ -16,6 +16,7 @@ def test_without_lake_says_how_to_install_elan_and_exits_2(monkeypatch, capsys):
     assert prove.main([]) == 2
     err = capsys.readouterr().err
     assert "elan" in err and "lake" in err
+    assert "kvwindow prove --check" in err  # the way without elan
 
 
 def test_without_lake_on_path(monkeypatch, tmp_path, capsys):
@@ -70,6 +71,7 @@ def test_with_a_fake_lake_prints_the_inventory(monkeypatch, tmp_path, capsys):
     assert prove.main(["--root", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "push_simulates_step" in out and "Quot.sound" in out
+    assert "checked by lake build with the toolchain of lean-toolchain (leanprover/lean4:v4.28.0)" in out
 
 
 def test_with_a_fake_lake_cached_build_asks_lean_for_the_audit(monkeypatch, tmp_path, capsys):
