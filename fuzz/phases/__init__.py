@@ -5,6 +5,8 @@ A campaign of one target is a short driver (:mod:`fuzz.campaign`) over these pha
 ==============  ==========================================================================================
 ``tours``       the boundary tours (:func:`fuzz.strategies.window_tours`): a few explicit cases that walk
                 through every window edge at once, so the common bugs die in the first examples
+``scale``       the window tours at production scale (W = 33 ... 65 537, :func:`fuzz.strategies.scale_tours`),
+                smallest first, while their cost fits 15 % of the budget
 ``errors``      the error tour: every bad call of the target's error contract, at every fill level
 ``long``        the long tour past positions 2**15, 2**16 and 70 000, when the target can end it in time
 ``bulk``        the bulk phase: >= 100 k tokens through ``ringkv_trace``, every step checked (C targets)
@@ -30,4 +32,4 @@ known finding already reproduced ``--known-repeats`` times — rejects them befo
 from __future__ import annotations
 
 #: Every phase, in the order a campaign runs them (the report lists them in this order too).
-ORDER = ("tours", "errors", "long", "bulk", "generated", "instances", "paged-tours", "paged-generated")
+ORDER = ("tours", "scale", "errors", "long", "bulk", "generated", "instances", "paged-tours", "paged-generated")
