@@ -13,6 +13,8 @@ A campaign of one target is a short driver (:mod:`fuzz.campaign`) over these pha
 ``generated``   boundary-biased cases drawn by Hypothesis in batches (shrunk on failure), each with a
                 drawn payload width and dtype where the target takes them
 ``instances``   cases that drive 2-3 live instances of the target at once, streams interleaved op by op
+``threads``     2-4 instances driven from as many threads at once, each checked as it goes (targets that
+                promise independence across threads: c: libraries, py: classes with thread_safe = True)
 ==============  ==========================================================================================
 
 A paged target (``kind == "paged"``: sequences in a block pool) runs ``paged-tours`` and ``paged-generated``
@@ -32,4 +34,4 @@ known finding already reproduced ``--known-repeats`` times — rejects them befo
 from __future__ import annotations
 
 #: Every phase, in the order a campaign runs them (the report lists them in this order too).
-ORDER = ("tours", "scale", "errors", "long", "bulk", "generated", "instances", "paged-tours", "paged-generated")
+ORDER = ("tours", "scale", "errors", "long", "bulk", "generated", "instances", "threads", "paged-tours", "paged-generated")
