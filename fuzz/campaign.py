@@ -66,8 +66,8 @@ def fuzz_target(
     """
     camp = Campaign(target, config, seconds=config.seconds if seconds is None else seconds, database=database,
                     on_progress=on_progress, stop=stop, deadline=deadline, enough=enough)
-    one_off, repeating = ("tours", "scale", "errors", "long", "bulk"), [Generated(), Instances(), Threads()]
-    plan: list[Phase] = [BoundaryTours(), ScaleTours(), ErrorTour(), LongTour(), Bulk(), *repeating]
+    one_off, repeating = ("tours", "errors", "long", "bulk", "scale"), [Generated(), Instances(), Threads()]
+    plan: list[Phase] = [BoundaryTours(), ErrorTour(), LongTour(), Bulk(), ScaleTours(), *repeating]
     if camp.target.kind == "paged":  # sequences in a block pool: its own tours and batches (fuzz/phases/paged.py)
         from fuzz.phases.paged import paged_plan
 

@@ -5,11 +5,11 @@ A campaign of one target is a short driver (:mod:`fuzz.campaign`) over these pha
 ==============  ==========================================================================================
 ``tours``       the boundary tours (:func:`fuzz.strategies.window_tours`): a few explicit cases that walk
                 through every window edge at once, so the common bugs die in the first examples
-``scale``       the window tours at production scale (W = 33 ... 65 537, :func:`fuzz.strategies.scale_tours`),
-                smallest first, while their cost fits 15 % of the budget
 ``errors``      the error tour: every bad call of the target's error contract, at every fill level
 ``long``        the long tour past positions 2**15, 2**16 and 70 000, when the target can end it in time
 ``bulk``        the bulk phase: >= 100 k tokens through ``ringkv_trace``, every step checked (C targets)
+``scale``       the window tours at production scale (W = 33 ... 65 537, :func:`fuzz.strategies.scale_tours`),
+                smallest first, after the cheap aimed phases, while their cost fits 15 % of the budget
 ``generated``   boundary-biased cases drawn by Hypothesis in batches (shrunk on failure), each with a
                 drawn payload width and dtype where the target takes them
 ``instances``   cases that drive 2-3 live instances of the target at once, streams interleaved op by op
@@ -34,4 +34,4 @@ known finding already reproduced ``--known-repeats`` times — rejects them befo
 from __future__ import annotations
 
 #: Every phase, in the order a campaign runs them (the report lists them in this order too).
-ORDER = ("tours", "scale", "errors", "long", "bulk", "generated", "instances", "threads", "paged-tours", "paged-generated")
+ORDER = ("tours", "errors", "long", "bulk", "scale", "generated", "instances", "threads", "paged-tours", "paged-generated")
