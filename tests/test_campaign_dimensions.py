@@ -51,9 +51,10 @@ def test_every_phase_is_recorded_with_what_it_ran_or_why_not():
     target = make_py_class("fuzz.targets.pyring:PyRing")
     res = fuzz_target(target, CampaignConfig(seconds=3, campaign_seed=1, save_seeds=False))
     runs = res.phases_run
-    assert list(runs) == ["tours", "errors", "long", "bulk", "scale", "generated", "instances", "threads"]
+    assert list(runs) == ["tours", "errors", "long", "bulk", "scale", "leaks", "generated", "instances", "threads"]
     assert runs["bulk"]["status"] == "n/a" and "trace" in runs["bulk"]["why"]
     assert runs["threads"]["status"] == "n/a" and "thread_safe" in runs["threads"]["why"]
+    assert runs["leaks"]["status"] == "n/a" and "--time 10" in runs["leaks"]["why"]  # a 3 s campaign
     for name in ("tours", "scale", "errors", "long", "generated", "instances"):
         assert runs[name]["status"] == "ran" and runs[name]["examples"] > 0, (name, runs[name])
     # a 3 s budget stops the scale tours past a few hundred tokens' worth of windows, and says where

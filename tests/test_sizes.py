@@ -123,3 +123,27 @@ def test_the_threads_phase_applies_only_where_independence_across_threads_is_pro
                                                                                    save_seeds=False))
     rec = res.phases_run["threads"]
     assert rec["status"] == "n/a" and "thread_safe = True" in rec["why"]
+
+
+def test_a_leak_that_grows_with_resets_is_a_finding_and_a_clean_ring_is_not():
+    from fuzz.phases.leaks import POINTS, probe, verdict
+
+    clean = probe(_target("ring-reset-keeps-window"))  # a wrong ring, but it leaks nothing
+    assert verdict(clean) is None, clean
+    leaky = probe(_target("ring-reset-leaks"))
+    kind, per = verdict(leaky)
+    assert kind == "reset" and per >= 64 * 4 * 4, leaky  # a copy of W x width floats kept per reset
+    a, b, c = leaky["probes"]["reset"]
+    assert c - b >= (POINTS[2] - POINTS[1]) * 64 * 4 * 4
+
+
+def test_the_leak_phase_saves_a_leak_seed_for_a_c_library(tmp_path):
+    from fuzz.campaign import fuzz_target
+    from fuzz.seeds import load_seed
+
+    res = fuzz_target(_target("c-reset-leaks"), CampaignConfig(seconds=12, campaign_seed=1, seeds_dir=str(tmp_path),
+                                                               isolate=False))
+    (f,) = res.failures
+    assert f.kind == "leak" and "mallinfo2 heap grew" in f.error, f.error
+    seed = load_seed(f.seed_path)
+    assert seed.found["kind"] == "leak" and seed.case.ops[0].window == 64

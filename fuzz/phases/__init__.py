@@ -10,6 +10,8 @@ A campaign of one target is a short driver (:mod:`fuzz.campaign`) over these pha
 ``bulk``        the bulk phase: >= 100 k tokens through ``ringkv_trace``, every step checked (C targets)
 ``scale``       the window tours at production scale (W = 33 ... 65 537, :func:`fuzz.strategies.scale_tours`),
                 smallest first, after the cheap aimed phases, while their cost fits 15 % of the budget
+``leaks``       a child process drives many resets and create/destroy cycles and measures the heap (mallinfo2
+                for native libraries, tracemalloc for Python caches): growth past 16 KiB is a leak finding
 ``generated``   boundary-biased cases drawn by Hypothesis in batches (shrunk on failure), each with a
                 drawn payload width and dtype where the target takes them
 ``instances``   cases that drive 2-3 live instances of the target at once, streams interleaved op by op
@@ -34,4 +36,4 @@ known finding already reproduced ``--known-repeats`` times — rejects them befo
 from __future__ import annotations
 
 #: Every phase, in the order a campaign runs them (the report lists them in this order too).
-ORDER = ("tours", "errors", "long", "bulk", "scale", "generated", "instances", "threads", "paged-tours", "paged-generated")
+ORDER = ("tours", "errors", "long", "bulk", "scale", "leaks", "generated", "instances", "threads", "paged-tours", "paged-generated")

@@ -138,6 +138,8 @@ NARROW_INDEX = "https://github.com/slsdetectorgroup/slsDetectorPackage/issues/24
 LONG_CHUNK_PATH = FULL_WINDOW_PATH
 #: A buffer kept static is shared by every object using it: a thread-safety bug once two threads call at once.
 STATIC_SCRATCH = "https://github.com/abstractj/kalium/issues/12"
+#: A cache whose per-request allocation was never freed: valgrind "definitely lost", memory growing per request.
+RESET_LEAK = "https://github.com/twitter/twemcache/issues/24"
 #: An object cached on the class was shared by every instance of it.
 SHARED_ON_CLASS = "https://github.com/chop-dbhi/avocado/issues/136"
 #: A cache that hands one object to every holder with the same configuration: mutating it reaches the others.
@@ -231,6 +233,14 @@ PY_RING = [
         "wraps to slot 0 at 256 and the ring reads and overwrites the wrong slots",
         "            self.head = (self.head + 1) % self.w\n        self.n += 1\n",
         "            self.head = ((self.head + 1) % self.w) & 0xFF  # the head packed into one byte\n        self.n += 1\n"),
+    py_ring_mutant(
+        "ring-reset-leaks", "memory not returned by reset (a snapshot kept per stream)", RESET_LEAK,
+        "reset keeps a copy of the old stream's keys in a list on the class (a debugging snapshot nobody reads or "
+        "drops): every stream's contents are right, and the process grows by W x width floats per reset",
+        "    def reset(self, window):\n",
+        "    def reset(self, window):\n"
+        "        if self.k is not None:  # the old stream's keys, kept for a debug dump\n"
+        "            SlotRing._snapshots = SlotRing.__dict__.get('_snapshots', []) + [self.k.copy()]\n"),
     py_ring_mutant(
         "ring-shared-position-buffer", "state shared between instances (a buffer on the class)", SHARED_ON_CLASS,
         "the position buffer of each window is allocated once and kept on the class, so two live rings of one "
@@ -444,6 +454,13 @@ C_RING = [
         "  memcpy(scratch + wd, value, wd * sizeof(float));\n"
         "  memcpy(r->keys + s * wd, scratch, wd * sizeof(float));\n"
         "  memcpy(r->values + s * wd, scratch + wd, wd * sizeof(float));\n}\n"),
+    c_ring_mutant(
+        "c-reset-leaks", "memory not returned by reset (old slot arrays kept)", RESET_LEAK,
+        "a reset to another window allocates the new slot arrays and never frees the old ones: every stream is "
+        "right, and each reset that changes the window loses W x (8 + 8 x width) bytes",
+        "ringkv.c",
+        "    free(r->pos);\n    free(r->keys);\n    free(r->values);\n    r->pos = p;\n",
+        "    r->pos = p;\n"),
     c_ring_mutant(
         "c-shared-slab", "state shared between handles (a slab per window)", SHARED_BY_CONFIG,
         "slot arrays come from a slab per (window, width) that every handle of that configuration reuses (and "
