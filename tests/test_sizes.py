@@ -147,3 +147,33 @@ def test_the_leak_phase_saves_a_leak_seed_for_a_c_library(tmp_path):
     assert f.kind == "leak" and "mallinfo2 heap grew" in f.error, f.error
     seed = load_seed(f.seed_path)
     assert seed.found["kind"] == "leak" and seed.case.ops[0].window == 64
+
+
+def test_the_c_pool_holds_pages_of_257_and_64_live_sequences():
+    """csrc/pagedkv.c at production scale: every paged scale tour (a page of 257, 64 live sequences in a pool
+    for half their worst case, windows over 4-16 pages) against the paged oracle."""
+    from fuzz.paged.strategies import MANY_LIVE, scale_tours
+    from fuzz.targets import registry
+
+    t = registry.resolve("paged-c")
+    tours = scale_tours()
+    assert max(c.block_size for c in tours) == 257 and any(len({o.seq for o in c.ops if hasattr(o, "seq")}) ==
+                                                           MANY_LIVE for c in tours)
+    for c in tours:
+        t.run(c)
+
+
+@pytest.mark.parametrize("name", ["paged-offset-4-bits", "paged-four-lanes"])
+def test_a_paged_size_mutant_passes_every_small_tour_and_fails_a_scale_tour(name):
+    from fuzz.paged.strategies import scale_tours, tours
+
+    t = _target(name)
+    for c in tours(("fork", "admit"), width=4):
+        t.run(c)  # blocks of 1-16, at most 6 sequences of which at most 4 live at once: right
+    failed = 0
+    for c in scale_tours():
+        try:
+            t.run(c)
+        except AssertionError:
+            failed += 1
+    assert failed >= 1
