@@ -143,6 +143,7 @@ def test_the_leak_phase_saves_a_leak_seed_for_a_c_library(tmp_path):
 
     res = fuzz_target(_target("c-reset-leaks"), CampaignConfig(seconds=12, campaign_seed=1, seeds_dir=str(tmp_path),
                                                                isolate=False))
+    assert len(res.failures) == 1, res.phases_run["leaks"]
     (f,) = res.failures
     assert f.kind == "leak" and "mallinfo2 heap grew" in f.error, f.error
     seed = load_seed(f.seed_path)

@@ -38,18 +38,20 @@ from fuzz.phases.base import Phase
 from fuzz.phases.context import Campaign, Found
 from fuzz.targets.base import Mismatch
 
-#: Growth (bytes) between the probe's last two points that is a leak: 16 KiB over 200 streams is 80 bytes each;
+#: Growth (bytes) between the probe's last two points that is a leak: 16 KiB over 100 streams is 160 bytes each;
 #: the held-out C leak loses 320 bytes per reset, a leaked slot array of W = 64 at width 4 loses 2.5 KiB.
 LEAK_BYTES = 16 * 1024
 #: Streams (or create/destroy cycles) before each measuring point: a warm-up, then two equal spans.
-POINTS = (40, 240, 440)
+POINTS = (20, 120, 220)
 #: The two windows the streams alternate between.
 WINDOWS = (64, 65)
-#: The shortest campaign (``--time``) that runs the probe: its child takes 1-5 s (start-up, ~900 small streams).
+#: The shortest campaign (``--time``) that runs the probe: its child takes 1-4 s (start-up, ~440 small streams).
 MIN_BUDGET = 10.0
-#: The share of the budget the probe's child may take (at least :data:`MIN_BUDGET` seconds) before it is stopped
+#: The share of the budget the probe's child may take (at least :data:`PROBE_FLOOR` seconds) before it is stopped
 #: and the phase skipped with the reason (a cache slow enough for that is not leak-checked in this campaign).
 PROBE_SHARE = 0.2
+#: Seconds the probe's child always gets: its start-up alone took 1-8 s on a loaded 2-core machine.
+PROBE_FLOOR = 30.0
 
 
 #: The targets the probe applies to: the built-in rings, and every ``c:`` library, ``py:`` class and ring mutant.
@@ -178,13 +180,13 @@ class Leaks(Phase):
         began = time.monotonic()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
-        limit = max(MIN_BUDGET, PROBE_SHARE * camp.seconds)
+        limit = max(PROBE_FLOOR, PROBE_SHARE * camp.seconds)
         try:
             proc = subprocess.run([sys.executable, "-m", "fuzz.phases.leaks", camp.target.name, str(width)],
                                   capture_output=True, text=True, timeout=limit, env=env)
         except subprocess.TimeoutExpired:
             camp.mark(self.name, "skipped", f"the probe took more than {limit:.0f} s ({PROBE_SHARE:.0%} of the "
-                                            "budget, at least 10 s): give it more --time")
+                                            f"budget, at least {PROBE_FLOOR:g} s): give it more --time")
             return
         rec["seconds"] += time.monotonic() - began
         rec["examples"] += 1
