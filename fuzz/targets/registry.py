@@ -62,6 +62,9 @@ FAMILIES: dict[str, tuple[str, str]] = {
              "CTranslate2 by its own converter (pip install 'kvwindow[ct2]')"),
     "llama:": ("fuzz.targets.engines.llama:make", "gemma2|gemma3, a GGUF written by llama.cpp's converter from a tiny "
                "seeded HF model, driven through llama-cpp-python's low-level API (scripts/ci_engines_heavy.sh)"),
+    "triton:": ("fuzz.targets.engines.triton_kernels:make",
+                "vllm-unified, a serving engine's Triton attention kernel under Triton's interpreter (pip install "
+                "'kvwindow[triton-vllm]' / 'kvwindow[triton-sglang]')"),
     "keras:": ("fuzz.targets.engines.keras:make", "gemma2|gemma3, keras-hub's Gemma 2 / Gemma 3 (tensorflow backend) "
                "converted from a tiny seeded HF checkpoint by keras-hub's own converter (scripts/ci_engines_heavy.sh)"),
 }
@@ -75,6 +78,7 @@ LISTED: dict[str, str] = {
     "ct2:": "fuzz.targets.engines.ct2:instances",
     "llama:": "fuzz.targets.engines.llama:instances",
     "keras:": "fuzz.targets.engines.keras:instances",
+    "triton:": "fuzz.targets.engines.triton_kernels:instances",
 }
 
 
