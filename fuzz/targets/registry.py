@@ -63,7 +63,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "llama:": ("fuzz.targets.engines.llama:make", "gemma2|gemma3, a GGUF written by llama.cpp's converter from a tiny "
                "seeded HF model, driven through llama-cpp-python's low-level API (scripts/ci_engines_heavy.sh)"),
     "triton:": ("fuzz.targets.engines.triton_kernels:make",
-                "vllm-unified, a serving engine's Triton attention kernel under Triton's interpreter (pip install "
+                "vllm-unified|sglang-decode|sglang-extend, a serving engine's Triton attention kernel under Triton's interpreter (pip install "
                 "'kvwindow[triton-vllm]' / 'kvwindow[triton-sglang]')"),
     "keras:": ("fuzz.targets.engines.keras:make", "gemma2|gemma3, keras-hub's Gemma 2 / Gemma 3 (tensorflow backend) "
                "converted from a tiny seeded HF checkpoint by keras-hub's own converter (scripts/ci_engines_heavy.sh)"),

@@ -35,7 +35,8 @@ FINDINGS: tuple[Finding, ...] = ()
 def _torch(x: np.ndarray, dtype: str):
     import torch
 
-    return torch.from_numpy(np.ascontiguousarray(x)).to(getattr(torch, dtype))
+    # A copy: the interpreter resizes host views of its arguments, which a tensor over numpy memory refuses.
+    return torch.tensor(np.ascontiguousarray(x), dtype=getattr(torch, dtype))
 
 
 class VllmUnifiedTarget(EngineTarget):
