@@ -59,6 +59,8 @@ def _torch(x: np.ndarray, dtype: str):
 
 class SglangTarget(EngineTarget):
     kind = "model"
+    #: Kernel launches made by this object (calls/s: scripts/kernel_rate.py).
+    launches = 0
     distribution = package = "sglang"
     window_max = 40
     max_tokens = 128
@@ -101,6 +103,7 @@ class SglangTarget(EngineTarget):
     def launch(self, seqs, w, block, seed, dtype) -> None:
         import torch
 
+        self.launches += 1
         lay = P.layout(seqs, block, seed)
         kv_heads, dim = lay.k_cache.shape[2:]
         kb = _torch(lay.k_cache.reshape(-1, kv_heads, dim), dtype)

@@ -41,6 +41,8 @@ def _torch(x: np.ndarray, dtype: str):
 
 class VllmUnifiedTarget(EngineTarget):
     kind = "model"
+    #: Kernel launches made by this object (calls/s: scripts/kernel_rate.py).
+    launches = 0
     distribution = package = "vllm"
     window_max = 40
     max_tokens = 128
@@ -84,6 +86,7 @@ class VllmUnifiedTarget(EngineTarget):
         return case_stats(case)
 
     def _launch(self, view, seqs, block, seed, dtype, split) -> None:
+        self.launches += 1
         lay = P.layout(seqs, block, seed)
         scale = float(lay.q.shape[2]) ** -0.5
         args = [_torch(lay.q, dtype), _torch(lay.k_cache, dtype), _torch(lay.v_cache, dtype)]
