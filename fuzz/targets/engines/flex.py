@@ -25,7 +25,20 @@ from pyspec import attention as A
 
 ATOL, RTOL = 2e-5, 2e-4
 SOFTCAP = 20.0
-FINDINGS: tuple[Finding, ...] = ()
+
+
+def _softcap_drawn(case: Case) -> bool:
+    """The case draws the softcap ``score_mod`` (a closure over a Python float, as model code writes it)."""
+    return bool(S.case_seed(case) % 2) and any(S.calls(ops) for _, ops in case.streams())
+
+
+#: Written-up divergences (docs/findings/<id>.md).
+FINDINGS: tuple[Finding, ...] = (
+    Finding("torch-flex-dynamic-float-score-mod", frozenset({"flex:dynamic"}), ("2.13",), ("2.13.0+cpu",),
+            _softcap_drawn, "a score_mod reading a Python float (the softcap), compiled with dynamic=True",
+            failure=lambda e: "unbacked_bindings" in str(e),
+            upstream="https://github.com/pytorch/pytorch/issues/147756"),
+)
 
 
 class FlexTarget(EngineTarget):
