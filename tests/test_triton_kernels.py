@@ -32,7 +32,8 @@ def _target(name):
     return target
 
 
-@pytest.mark.parametrize("name", ["triton:vllm-unified", "triton:sglang-extend", "triton:sglang-decode"])
+@pytest.mark.parametrize("name", ["triton:vllm-unified", "triton:vllm-prefix", "triton:sglang-extend",
+                                  "triton:sglang-decode"])
 def test_boundary_cases_pass_or_reproduce_a_written_up_finding(name):
     target = _target(name)
     for w, text, dtype in CASES:
@@ -106,3 +107,21 @@ def test_unknown_member_is_a_usage_error():
 def test_listed():
     names = [n for n, _ in registry.listed_names()]
     assert {"triton:vllm-unified", "triton:sglang-decode", "triton:sglang-extend"} <= set(names)
+
+
+def test_vllm_prefix_reads_evicted_storage_and_only_that():
+    """vllm-prefix-prefill-reads-evicted-blocks: NaN in evicted storage reaches the output; the same case with
+    finite evicted storage passes (the window arithmetic is right)."""
+    target = _target("triton:vllm-prefix")
+    target.strict = True
+    case = Case.parse(3, "chunk:5 push push chunk:4")
+    with pytest.raises(Mismatch, match="got nan"):
+        target.run(case)
+    from fuzz.targets.engines import triton_paged as P
+
+    real = P.layout
+    try:
+        P.layout = lambda seqs, block, seed, poison_evicted=True: real(seqs, block, seed, False)
+        assert target.run(case).tokens == case.tokens
+    finally:
+        P.layout = real

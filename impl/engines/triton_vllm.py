@@ -122,3 +122,88 @@ def unified(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, window: in
     if split_kv:
         split = not bool(torch.isnan(kw["softmax_segm_max"]).all())
     return out, split
+
+
+# -- triton:vllm-prefix: prefix_prefill.context_attention_fwd, as chunked_prefill_paged_decode calls it -------------
+#
+# vLLM's ROCm attention backend (the caller of this path in 0.34.0) keeps ``self.sliding_window = (W - 1, 0)``
+# (``vllm/v1/attention/backends/rocm_attn.py:293``) and hands ``chunked_prefill_paged_decode``
+# ``sliding_window=1 + self.sliding_window[0]`` (``rocm_attn.py:469``: "expects the full window length W"). That op
+# runs ``context_attention_fwd(..., skip_decode=True)`` for the batch when any sequence has more than one query
+# (``ops/chunked_prefill_paged_decode.py:334-358``) — driven here with exactly those arguments — and then its paged
+# decode kernel for the one-query sequences, which is **not driven**: the op imports ``vllm.platforms.rocm`` first
+# (``:389``), whose import probes the GPU's architecture (``platforms/rocm.py:209``) and fails without a ROCm
+# device. Caches are in the op's native layout ``key [blocks, Hkv, D/x, B, x]``, ``value [blocks, Hkv, D, B]``
+# (``x = 16 / element size``; ``:49``).
+
+
+@lru_cache(maxsize=1)
+def prefix_ops():
+    rel = release()
+    try:
+        from vllm.v1.attention.ops import prefix_prefill as m
+    except ModuleNotFoundError as e:
+        if e.name and e.name.startswith("vllm.v1.attention.ops"):
+            raise EngineIncompatible("vllm", rel, "vllm.v1.attention.ops.prefix_prefill",
+                                     "no such module") from e
+        raise EngineUnavailable(f"vllm {rel}: its kernel files need module {e.name} ({INSTALL})") from e
+    return m
+
+
+@lru_cache(maxsize=1)
+def _rocm_backend():
+    try:
+        from vllm.v1.attention.backends import rocm_attn as b
+        return b.RocmAttentionImpl, None
+    except Exception as e:  # noqa: BLE001 - restated then
+        return None, f"{type(e).__name__}: {e}"
+
+
+def prefix_glue() -> str:
+    impl, why = _rocm_backend()
+    if impl is not None:
+        return "driven: 1 + RocmAttentionImpl(sliding_window=W).sliding_window[0] (rocm_attn.py:469)"
+    return f"restated (rocm_attn.py:293,469: W): the backend module does not import here: {why}"
+
+
+@lru_cache(maxsize=256)
+def prefix_sliding_window(window: int, heads: int = 2, kv_heads: int = 1, head_size: int = 16) -> int:
+    """The spec's ``W`` as the ``sliding_window`` the ROCm backend passes to ``chunked_prefill_paged_decode``."""
+    impl, _ = _rocm_backend()
+    if impl is None:
+        return int(window)  # restated: 1 + (W - 1)
+    a = impl(heads, head_size, head_size ** -0.5, kv_heads, None, sliding_window=int(window), kv_cache_dtype="auto")
+    return 1 + a.sliding_window[0]
+
+
+def native_layout(k_cache, v_cache):
+    """``[blocks, B, Hkv, D]`` caches as the op's native layout (``key [blocks, Hkv, D/x, B, x]``,
+    ``value [blocks, Hkv, D, B]``)."""
+    blocks, b, hkv, d = k_cache.shape
+    x = 16 // k_cache.element_size()
+    if d % x:
+        raise EngineIncompatible("vllm", release(), "chunked_prefill_paged_decode key layout",
+                                 f"head size {d} is not a multiple of x = {x}")
+    key = k_cache.reshape(blocks, b, hkv, d // x, x).permute(0, 2, 3, 1, 4).contiguous()
+    value = v_cache.permute(0, 2, 3, 1).contiguous()
+    return key, value
+
+
+def context_attention(q, k_new, v_new, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, max_q, max_k,
+                      window: int, scale: float):
+    """``context_attention_fwd`` as ``chunked_prefill_paged_decode`` calls it (``:334-358``; the ROCm backend's
+    arguments, ``rocm_attn.py:451-472``): one-query sequences are skipped (``skip_decode=True``), their rows untouched."""
+    import torch
+
+    m = prefix_ops()
+    key, value = native_layout(k_cache, v_cache)
+    out = torch.full_like(q, float("nan"))
+    one = torch.tensor(1.0)
+    heads, dim = q.shape[1], q.shape[2]
+    m.context_attention_fwd(q=q, k=k_new, v=v_new, o=out, kv_cache_dtype="auto", k_cache=key, v_cache=value,
+                            b_loc=block_table, b_start_loc=cu_seqlens_q, b_seq_len=seq_lens, max_seq_len=max_k,
+                            max_input_len=max_q, k_scale=one, v_scale=one, alibi_slopes=None,
+                            sliding_window=prefix_sliding_window(window, heads, k_cache.shape[2], dim),
+                            sm_scale=scale, skip_decode=True, fp8_out_scale=None, sinks=None,
+                            interleaved_v_pack_factor=0, causal=True)
+    return out

@@ -11,6 +11,7 @@ from fuzz.targets.base import Target, TargetError
 #: name -> (module, factory): the module is imported only when its target is built.
 KERNELS = {
     "vllm-unified": ("fuzz.targets.engines.triton_vllm", "make"),
+    "vllm-prefix": ("fuzz.targets.engines.triton_vllm", "make"),
     "sglang-decode": ("fuzz.targets.engines.triton_sglang", "make"),
     "sglang-extend": ("fuzz.targets.engines.triton_sglang", "make"),
 }

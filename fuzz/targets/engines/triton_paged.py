@@ -115,9 +115,10 @@ class Layout:
         return int(self.seq_lens.max())
 
 
-def layout(seqs: Sequence[Seq], block: int, seed: int, poison_evicted: bool = True) -> Layout:
+def layout(seqs: Sequence[Seq], block: int, seed: int, poison_evicted: bool = True, whole_blocks: bool = False) -> Layout:
     """The paged cache of ``seqs`` (module docstring): shuffled blocks, the null block 0, NaN where no query
-    may read."""
+    may read. ``whole_blocks``: only wholly evicted blocks are NaN (the null block); the evicted positions of a
+    block still in use keep their keys, as a block-granular engine leaves them (what a finding's note checks)."""
     rng = np.random.default_rng(seed)
     heads, dim = seqs[0].data.q.shape[1:]
     kv_heads = seqs[0].data.k.shape[1]
@@ -139,7 +140,7 @@ def layout(seqs: Sequence[Seq], block: int, seed: int, poison_evicted: bool = Tr
             else:
                 b = int(phys[at])
                 table[i, j] = b
-                keep = slice(max(first, lo), last)
+                keep = slice(first if whole_blocks else max(first, lo), last)
                 off = slice(keep.start - first, keep.stop - first)
                 k[b, off], v[b, off] = s.data.k[keep], s.data.v[keep]
             at += 1

@@ -25,11 +25,21 @@ from fuzz.targets.engines import triton_paged as P
 from fuzz.targets.engines.base import EngineTarget, probe_once
 from fuzz.targets.known import Finding, case_stats
 
-KINDS = ("vllm-unified",)
+KINDS = ("vllm-unified", "vllm-prefix")
 _PROBES: dict = {}
 
+def _chunk_after_eviction(case: Case) -> bool:
+    """A multi-token call whose first query cannot see position 0 (``start - W + 1 > 0``): the batch's cache holds
+    evicted storage before that call's window."""
+    return any(any(c.n > 1 and c.start - w + 1 > 0 for c in S.calls(ops)) for w, ops in case.streams())
+
+
 #: Written-up divergences (docs/findings/<id>.md).
-FINDINGS: tuple[Finding, ...] = ()
+FINDINGS: tuple[Finding, ...] = (
+    Finding("vllm-prefix-prefill-reads-evicted-blocks", frozenset({"triton:vllm-prefix"}), ("0.34",), ("0.34.0",),
+            _chunk_after_eviction, "a chunked-prefill call of >= 2 tokens after positions left the window",
+            failure=lambda e: "got nan" in str(e)),
+)
 
 
 def _torch(x: np.ndarray, dtype: str):
@@ -49,13 +59,13 @@ class VllmUnifiedTarget(EngineTarget):
     findings = FINDINGS
     dtypes = P.DTYPES
 
-    def __init__(self, *, strict: bool = False):
+    def __init__(self, kind: str = "vllm-unified", *, strict: bool = False):
         from impl.engines import triton_vllm as V
 
         self.V = V
         self.release = V.release()
-        V.ops()
-        self.name = self.finding_kind = "triton:vllm-unified"
+        V.ops() if kind == "vllm-unified" else V.prefix_ops()
+        self.name = self.finding_kind = f"triton:{kind}"
         self.strict = strict
 
     def tolerances(self) -> dict[str, dict[str, float]]:
@@ -67,7 +77,7 @@ class VllmUnifiedTarget(EngineTarget):
         import torch
 
         return {**super().versions(), "triton": metadata.version("triton"), "torch": torch.__version__,
-                "window glue": self.V.glue()}
+                "window glue": self.V.glue() if self.name == "triton:vllm-unified" else self.V.prefix_glue()}
 
     def run_case(self, case: Case) -> RunStats:
         dtype = P.dtype_of(case)
@@ -76,6 +86,10 @@ class VllmUnifiedTarget(EngineTarget):
         heads, kv_heads, dim = P.heads_of(case)
         seed = S.case_seed(case)
         for w, seqs in P.sequences(case, heads, kv_heads, dim, dtype).items():
+            if self.name == "triton:vllm-prefix":
+                if any(s.call.n > 1 for s in seqs):
+                    self._prefix("mixed", seqs, P.block_size(case, w, "mixed"), seed, dtype)
+                continue
             self._launch("2d", seqs, P.block_size(case, w, "2d"), seed, dtype, split=False)
             thr, _, max3 = self.V.split_kv_params(kv_heads)
             short = [s for s in seqs if s.call.n <= max3]
@@ -102,7 +116,32 @@ class VllmUnifiedTarget(EngineTarget):
         P.check(self.name, f"{view} B={block} {dtype}", seqs, out.float().numpy(), lay.cu_seqlens_q, dtype)
 
 
+    def _prefix(self, view, seqs, block, seed, dtype) -> None:
+        """``triton:vllm-prefix``: the whole batch through ``context_attention_fwd`` as ``chunked_prefill_paged_decode``
+        calls it; the multi-query sequences are checked (the one-query ones are the op's decode kernel's, which
+        needs a ROCm device: :mod:`impl.engines.triton_vllm`)."""
+        import torch
+
+        self.launches += 1
+        lay = P.layout(seqs, block, seed)
+        scale = float(lay.q.shape[2]) ** -0.5
+        knew = _torch(np.concatenate([s.data.k[s.call.start:s.call.end] for s in seqs]), dtype)
+        vnew = _torch(np.concatenate([s.data.v[s.call.start:s.call.end] for s in seqs]), dtype)
+        cu, lens, table = (torch.from_numpy(x) for x in (lay.cu_seqlens_q, lay.seq_lens, lay.block_table))
+        first = min(seqs, key=lambda s: s.call.index)
+        with self.calling(f"context_attention_fwd ({view})", first.call.index, first.call.op):
+            out = self.V.context_attention(_torch(lay.q, dtype), knew, vnew, _torch(lay.k_cache, dtype),
+                                         _torch(lay.v_cache, dtype), table, cu, lens, lay.max_q, lay.max_k,
+                                         seqs[0].ref.window, scale)
+        multi = [i for i, s in enumerate(seqs) if s.call.n > 1]
+        got = out.float().numpy()
+        rows = np.concatenate([got[lay.cu_seqlens_q[i]:lay.cu_seqlens_q[i + 1]] for i in multi])
+        cu = np.concatenate([[0], np.cumsum([seqs[i].call.n for i in multi])])
+        P.check(self.name, f"{view} B={block} {dtype}, {len(seqs) - len(multi)} one-query sequences beside",
+                [seqs[i] for i in multi], rows, cu, dtype)
+
+
 def make(rest: str, *, strict: bool = False) -> VllmUnifiedTarget:
     if rest not in KINDS:
         raise TargetError(f"unknown Triton target 'triton:{rest}'; known: {', '.join('triton:' + k for k in KINDS)}")
-    return VllmUnifiedTarget(strict=strict)
+    return VllmUnifiedTarget(rest, strict=strict)
