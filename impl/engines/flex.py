@@ -86,4 +86,28 @@ def attend(mode: str, q, k, v, mod, block: int, score_mod=None, scale=None):
     from torch.nn.attention.flex_attention import create_block_mask
 
     bm = create_block_mask(mod, 1, 1, q.shape[2], k.shape[2], device="cpu", BLOCK_SIZE=block)
-    return function(mode)(q, k, v, score_mod=score_mod, block_mask=bm, scale=scale, enable_gqa=q.shape[1] != k.shape[1])
+    call = lambda: function(mode)(q, k, v, score_mod=score_mod, block_mask=bm, scale=scale,  # noqa: E731
+                                  enable_gqa=q.shape[1] != k.shape[1])
+    if mode == "eager":
+        return call()
+    import torch._dynamo
+
+    # Each window, block size, score_mod and (static) shape is a recompile; past dynamo's limit (8) it would run
+    # flex_attention eagerly without a word, and the compiled target would test eager code. Raise instead.
+    with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT, accumulated_recompile_limit=4 * RECOMPILE_LIMIT,
+                                    fail_on_recompile_limit_hit=True):
+        return call()
+
+
+#: Recompiles allowed per process before a compiled target stops (a compile costs 10-120 s on a CPU).
+RECOMPILE_LIMIT = 64
+
+
+def recompile_limit_hit(error: BaseException) -> bool:
+    """Did dynamo refuse to compile again (the limit), rather than fail to compile?"""
+    e = error
+    while e is not None:
+        if "recompile_limit" in str(e) or "RecompileLimit" in type(e).__name__ or "CacheLimit" in type(e).__name__:
+            return True
+        e = e.__cause__ or e.__context__
+    return False

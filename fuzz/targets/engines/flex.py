@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from fuzz.ops import Case
-from fuzz.targets.base import Crash, RunStats, TargetError
+from fuzz.targets.base import Crash, HarnessFault, RunStats, TargetError
 from fuzz.targets.engines import streams as S
 from fuzz.targets.engines import triton_paged as P
 from fuzz.targets.engines.base import EngineTarget
@@ -101,6 +101,11 @@ class FlexTarget(EngineTarget):
             if self.mode == "eager":
                 raise
             cause = getattr(err, "error", err)
+            if self.F.recompile_limit_hit(cause):
+                raise HarnessFault(self.name, f"torch {self.release}: dynamo's recompile limit "
+                                              f"({self.F.RECOMPILE_LIMIT}) is reached in this process: past it "
+                                              "flex_attention would run eagerly, so the compiled target stops "
+                                              "(a new process compiles again)") from err
             try:
                 self.F.attend(self.mode, tq, tk, tv, self.F.causal_mod(off, valid), block, score)
                 without = "the same call without the window compiles and runs"
