@@ -50,3 +50,19 @@ def test_unknown_mode_is_a_usage_error():
 
     with pytest.raises(TargetError, match="flex:eager"):
         registry.resolve("flex:nope")
+
+
+def test_the_recompile_limit_is_told_apart_from_a_compile_failure():
+    """Past dynamo's recompile limit flex_attention would run eagerly: the compiled targets stop there (a harness
+    fault) rather than report eager results as compiled — and a compile failure is not mistaken for it."""
+    pytest.importorskip("torch._dynamo")
+    from impl.engines import flex
+
+    try:
+        try:
+            raise RuntimeError("torch._dynamo hit config.recompile_limit (64)")
+        except RuntimeError as inner:
+            raise ValueError("wrapped") from inner
+    except ValueError as e:
+        assert flex.recompile_limit_hit(e)
+    assert not flex.recompile_limit_hit(RuntimeError("LoweringException: RuntimeError: unbacked_bindings"))
