@@ -62,6 +62,11 @@ FAMILIES: dict[str, tuple[str, str]] = {
              "CTranslate2 by its own converter (pip install 'kvwindow[ct2]')"),
     "llama:": ("fuzz.targets.engines.llama:make", "gemma2|gemma3, a GGUF written by llama.cpp's converter from a tiny "
                "seeded HF model, driven through llama-cpp-python's low-level API (scripts/ci_engines_heavy.sh)"),
+    "triton:": ("fuzz.targets.engines.triton_kernels:make",
+                "vllm-unified|vllm-prefix|sglang-decode|sglang-extend, a serving engine's Triton attention kernel under Triton's interpreter (pip install "
+                "'kvwindow[triton-vllm]' / 'kvwindow[triton-sglang]')"),
+    "flex:": ("fuzz.targets.engines.flex:make", "eager|compiled|dynamic, torch FlexAttention with a sliding-window "
+              "mask_mod and create_block_mask (documents packed per call; compiled: static shapes)"),
     "keras:": ("fuzz.targets.engines.keras:make", "gemma2|gemma3, keras-hub's Gemma 2 / Gemma 3 (tensorflow backend) "
                "converted from a tiny seeded HF checkpoint by keras-hub's own converter (scripts/ci_engines_heavy.sh)"),
 }
@@ -75,6 +80,8 @@ LISTED: dict[str, str] = {
     "ct2:": "fuzz.targets.engines.ct2:instances",
     "llama:": "fuzz.targets.engines.llama:instances",
     "keras:": "fuzz.targets.engines.keras:instances",
+    "triton:": "fuzz.targets.engines.triton_kernels:instances",
+    "flex:": "fuzz.targets.engines.flex:instances",
 }
 
 
