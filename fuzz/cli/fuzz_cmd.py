@@ -81,6 +81,7 @@ def cmd_fuzz(args) -> int:
                             window_max=args.window_max, campaign_seed=args.seed, workers=args.workers,
                             db=db, seeds_dir=str(seeds_dir), width=args.width, dtype=args.dtype, long=args.long,
                             accept_known=args.accept_known, skip_known=args.skip_known,
+                            stop_on_first=args.stop_on_first,
                             known_repeats=None if args.known_repeats < 0 else args.known_repeats, **isolation(args))
     try:
         database = workers.open_database(config.db)  # a bad --db fails here, before anything runs
