@@ -124,14 +124,15 @@ def describe_difference(got: Sequence[Any], want: Sequence[Any], what: str = "po
     """One line saying how ``got`` differs from ``want`` at any size: the first differing index, the entries
     around it (got vs spec, :data:`AROUND` either side, the differing one in ``<>``), how many indices differ
     and both lengths — never the whole list past :data:`WHOLE` entries. The words say whether the lengths
-    agree ("N entries each" / "got N entries, spec M"), so a cache that keeps one too many and one that keeps
+    agree ("length N each" / "length got N, spec M"), so a cache that keeps one too many and one that keeps
     the wrong ones read differently (and get different signatures, :func:`fuzz.results.message_shape`)."""
     got, want = list(got), list(want)
     n = min(len(got), len(want))
     diff = [i for i in range(n) if got[i] != want[i]]
     first = diff[0] if diff else n
     count = len(diff) + abs(len(got) - len(want))
-    sizes = f"{len(want)} entries each" if len(got) == len(want) else f"got {len(got)} entries, spec {len(want)}"
+    # No plural that follows a count: the message's shape (fuzz.results.message_shape) must not depend on it.
+    sizes = f"length {len(want)} each" if len(got) == len(want) else f"length got {len(got)}, spec {len(want)}"
     whole = len(got) <= WHOLE and len(want) <= WHOLE
     lo, hi = (0, max(len(got), len(want))) if whole else (max(0, first - AROUND), first + AROUND + 1)
 
