@@ -161,7 +161,7 @@ def _finish(camp: Campaign) -> TargetResult:
         camp.settle(smallest, note)
     for sig, found in list(camp.deferred.items()):  # met while shrinking another one: saved as they ran
         camp.deferred.pop(sig, None)
-        if sig not in camp.known.found:
+        if sig not in camp.known.found and not (camp.config.stop_on_first and res.failures):
             camp.settle(found, "found while another finding was shrunk; not reduced (the campaign ended first)")
     res.pending = None
     res.phase = "done"

@@ -40,9 +40,10 @@ class KnownBudget:
         """A finding was saved: later cases that repeat it are left out (:meth:`predicted`)."""
         self.found.setdefault(failure.key, failure)
 
-    def predicted(self, case: Any) -> Any:
+    def predicted(self, case: Any, target: Any = None) -> Any:
         """The saved finding ``case`` is predicted to repeat, or ``None``: its shrunk case is a prefix of ``case``
-        (a paged case or one without the same header is never predicted: it runs)."""
+        — same window and instances, the same payload width and dtype as ``target`` runs them (a case that names
+        none runs at the target's own), its ops first (a paged case is never predicted: it runs)."""
         if not self.found or getattr(case, "paged", False):
             return None
         ops = case.ops
@@ -50,7 +51,7 @@ class KnownBudget:
             fc = f.case
             if getattr(fc, "paged", False) or len(fc.ops) > len(ops) or ops[:len(fc.ops)] != fc.ops:
                 continue
-            if case.replace_ops(fc.ops) == fc:
+            if _as_run(case.replace_ops(fc.ops), target) == _as_run(fc, target):
                 return f
         return None
 
@@ -64,7 +65,7 @@ class KnownBudget:
         """Whether ``case`` hits a finding already reproduced ``repeats`` times (then it is counted as skipped
         for every finding it hits), or repeats a finding this campaign saved (:meth:`predicted`; counted as left
         out on it). Free for targets without findings and before any finding is saturated."""
-        mine = self.predicted(case)
+        mine = self.predicted(case, target)
         if mine is not None:
             mine.left_out += 1
             return True
@@ -78,3 +79,13 @@ class KnownBudget:
             return False
         self.res.count_known({fid: None for fid in hits})
         return True
+
+
+def _as_run(case: Any, target: Any) -> Any:
+    """``case`` with the payload width and dtype ``target`` runs it at filled in (a case that names none runs at
+    the target's own: :meth:`fuzz.targets.cache.CacheTarget.configured`), so two spellings of one run compare equal."""
+    width, dtype = getattr(target, "width", None), getattr(target, "dtype", None)
+    if not getattr(target, "widths", False) or not isinstance(width, int):
+        return case
+    return case.replace(width=case.width if case.width is not None else width,
+                        dtype=case.dtype if case.dtype is not None else dtype)
