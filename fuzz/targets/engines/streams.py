@@ -283,8 +283,8 @@ def check_holds(target: str, call: Call, held: list[Optional[int]], ref: Referen
         and rest == sorted(rest) and all(p >= s for p in rest)))
     if not ok:
         raise Mismatch(target, call.index, call.op,
-                       f"[{where}] after {call.end} tokens: "
-                       f"{describe_difference(held, want, 'cache positions', 'the positions the next query needs')} "
+                       f"[{where}] cache holds positions other than the next query needs after {call.end} tokens: "
+                       f"{describe_difference(held, want, 'held', 'needed')} "
                        f"(W={ref.window}{', sinks ' + str(ref.sinks) if ref.sinks else ''})")
 
 
