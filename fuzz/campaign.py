@@ -140,7 +140,7 @@ def _finish(camp: Campaign) -> TargetResult:
     """Settle what is still open when the campaign ends — a failure whose shrinking or reduction was cut short
     (by the budget, a stop request, a flaky replay), the other new findings met while it was shrunk — and close
     the result. Every finding found on the way was saved already (:meth:`Campaign.settle`)."""
-    res, error = camp.res, camp.error
+    res, error, target = camp.res, camp.error, camp.target
     note = None
     if error is not None and hasattr(error, "_kvwindow_case"):
         smallest: Found | None = Found(error._kvwindow_case, error)  # Hypothesis's shrunk case, replayed last
@@ -163,6 +163,9 @@ def _finish(camp: Campaign) -> TargetResult:
         camp.deferred.pop(sig, None)
         if sig not in camp.known.found and not (camp.config.stop_on_first and res.failures):
             camp.settle(found, "found while another finding was shrunk; not reduced (the campaign ended first)")
+    take = getattr(target, "take_slow", None)  # an isolated target's timeouts that were slow, not hangs
+    if take is not None:
+        res.slow += take()
     res.pending = None
     res.phase = "done"
     res.seconds = camp.elapsed()
@@ -195,5 +198,5 @@ def save_failure(fail: Failure, config: CampaignConfig, campaign_seed: int | Non
     else:
         fail.seed_path, fail.created = str(saved.path), saved.created
         fail.moved_aside = None if saved.moved_aside is None else str(saved.moved_aside)
-        fail.replay = replay_hint(saved.path, fail.target)
+        fail.replay = replay_hint(saved.path, fail.target, config)  # with the flags the finding needs
     return fail

@@ -18,15 +18,60 @@ TESTERS = ("biased", "uniform")
 #: The payload dtypes (``--dtype``): what a cache under test stores (:func:`fuzz.oracle.payloads` makes each exact).
 DTYPES = ("float32", "float16", "bfloat16")
 
-#: The widest window a campaign draws (``--window-max``) and a seed may hold: a case is a few
-#: allocations of ``W`` entries, so every bound here keeps one case far below a gigabyte.
-WINDOW_BOUND = 65_536
-#: The widest payload (floats per key and value) a seed may name (the strategies draw up to 300).
+# ---------------------------------------------------------------------------
+# The bounds: one set, checked on every way in (CLI flags, ``seeds add``, seed files, gate identities) before
+# anything is allocated, so whatever a campaign may save, ``replay`` accepts (:func:`bounds_error`).
+
+#: The widest window a campaign draws (``--window-max``) and a seed may hold (production windows: 65537 tokens).
+WINDOW_BOUND = 65_537
+#: The widest payload (floats per key and value) a seed or ``--width`` may name (the strategies draw up to 300).
 WIDTH_BOUND = 4096
 #: The longest chunk a seed may hold (the strategies draw up to ``3 W + 3``).
 CHUNK_BOUND = 4 * WINDOW_BOUND
-#: Default seconds one op of an isolated target may run before the child is killed (a finding).
-OP_TIMEOUT = 5.0
+#: The most live instances one case drives (the instance phase draws 2 or 3).
+INSTANCES_BOUND = 4
+#: The most sequences a paged case names (ids 0 .. SEQUENCES_BOUND - 1).
+SEQUENCES_BOUND = 64
+#: The largest block size and block count of a paged pool.
+BLOCK_BOUND = 4096
+NUM_BLOCKS_BOUND = 4096
+#: The most floats one payload array of a case may take: a window of a ring instance times its width, the
+#: blocks of a paged pool times block size times width (2**27 float32 = 512 MiB, within --op-memory's 4 GiB
+#: for the keys, the values and the oracle's copy). The product, not each factor, is what allocates.
+PAYLOAD_FLOATS_BOUND = 1 << 27
+
+
+def bounds_error(*, window: int | None = None, width: int | None = None, chunk: int | None = None,
+                 block_size: int | None = None, num_blocks: int | None = None) -> str | None:
+    """``None`` when the given dimensions are within the bounds above, else one line naming the first one beyond
+    them (callers prefix the flag or file it came from)."""
+    for name, value, bound in (("window", window, WINDOW_BOUND), ("payload width", width, WIDTH_BOUND),
+                               ("chunk", chunk, CHUNK_BOUND), ("block size", block_size, BLOCK_BOUND),
+                               ("block count", num_blocks, NUM_BLOCKS_BOUND)):
+        if value is not None and not 1 <= value <= bound:
+            return f"{name} {value} is beyond the bound 1 .. {bound}"
+    if window is not None and width is not None and num_blocks is None and window * width > PAYLOAD_FLOATS_BOUND:
+        return (f"window {window} x width {width} = {window * width} floats per payload array is beyond the bound "
+                f"{PAYLOAD_FLOATS_BOUND}")
+    if None not in (block_size, num_blocks, width) and block_size * num_blocks * width > PAYLOAD_FLOATS_BOUND:
+        return (f"a pool of {num_blocks} blocks x {block_size} x width {width} = {block_size * num_blocks * width} "
+                f"floats is beyond the bound {PAYLOAD_FLOATS_BOUND}")
+    return None
+
+
+#: How an isolated target's op limit follows the op's measured cost (``--op-timeout`` unset): the limit is
+#: :data:`OP_TIMEOUT_FACTOR` times the slowest op the target has run so far, never under :data:`OP_TIMEOUT`
+#: seconds. A busy machine slows every op alike, so a multiple of what was measured on it holds there too;
+#: the floor leaves room for the first ops, measured before anything else. One-time setup (a model built,
+#: converted or compiled, a first call per shape) is timed apart (:data:`SETUP_TIMEOUT`), never as an op.
+OP_TIMEOUT = 30.0
+OP_TIMEOUT_FACTOR = 10.0
+#: A case that runs past its limit is run again alone (a fresh child) with this many times the limit before
+#: it is a hang (a crash finding); one that ends then was slow, not hung: reported, never a seed.
+CONFIRM_FACTOR = 4.0
+#: Seconds one stretch of setup (what a target marks with ``Target.setting_up``) may run before it counts as
+#: a hang (confirmed like an op's: re-run alone with :data:`CONFIRM_FACTOR` times as long).
+SETUP_TIMEOUT = 300.0
 #: Default address-space limit of an isolated child in MiB (``RLIMIT_AS``; not applied to CUDA targets).
 OP_MEMORY_MB = 4096
 
@@ -64,8 +109,9 @@ class CampaignConfig:
     #: Run targets in a supervised child process (:mod:`fuzz.targets.isolated`): ``None`` for the
     #: native ones only (``ring-c``, ``c:``, C mutants, CUDA), ``True`` for every target, ``False`` for none.
     isolate: bool | None = None
-    #: Seconds one op of an isolated target may run (``--op-timeout``).
-    op_timeout: float = OP_TIMEOUT
+    #: Seconds one op of an isolated target may run (``--op-timeout``); ``None``: the limit follows the ops'
+    #: measured cost (:data:`OP_TIMEOUT_FACTOR` x the slowest so far, at least :data:`OP_TIMEOUT` s).
+    op_timeout: float | None = None
     #: Address-space limit of an isolated child in MiB (``--op-memory``); ``None``: no limit.
     op_memory: int | None = OP_MEMORY_MB
     #: Build the project's C libraries with ASan + UBSan and preload the runtime in the child (``--sanitize``).

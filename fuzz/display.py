@@ -289,6 +289,16 @@ def summary(console: Console, results: list[TargetResult], title: str = "kvwindo
             console.print(f"HARNESS FAULT {r.name}: {f}", markup=False)
     for w in dict.fromkeys(w for r in results for w in r.warnings):
         console.print(f"warning: {w}", markup=False)
+    for r in results:
+        for x in r.slow:
+            console.print(slow_line(x), markup=False)
     not_run = [n for n in names if n not in by_name]
     if not_run:
         console.print(f"not run: {', '.join(not_run)}", markup=False)
+
+
+def slow_line(x: dict) -> str:
+    """One line for a case that timed out once and ended when run again alone (``TargetResult.slow``)."""
+    return (f"slow, not a finding: {x['target']}: {x['request']} {x['where']} ran past {x['limit']:g} s, then ended "
+            f"in {x['rerun_seconds']:g} s when run again alone (a busy machine or a slow op; --op-timeout sets "
+            "the limit)")

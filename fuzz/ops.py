@@ -118,8 +118,8 @@ class Bad:
         return ["bad", self.kind]
 
 
-#: The most live instances one case drives (the instance phase draws 2 or 3).
-MAX_INSTANCES = 4
+#: The most live instances one case drives (the instance phase draws 2 or 3): the bound of fuzz.config.
+from fuzz.config import INSTANCES_BOUND as MAX_INSTANCES  # noqa: E402
 
 
 @dataclass(frozen=True)

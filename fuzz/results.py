@@ -240,6 +240,9 @@ class TargetResult:
     #: Seeds this campaign's workers saved for a signature another worker had saved first (:func:`merge`): the
     #: parent removes them (:func:`fuzz.workers.run_workers`), so one bug leaves one seed.
     duplicate_seeds: list[str] = field(default_factory=list)
+    #: Cases of an isolated target that ran past the op limit once and ended when run again alone with a
+    #: longer one: slow, not a finding (never a seed, never exit 1; :mod:`fuzz.targets.supervisor`).
+    slow: list[dict[str, Any]] = field(default_factory=list)
 
     def count_efficiency(self, stats: Any, case: Any) -> None:
         """Add one case's efficiency observations (:attr:`~fuzz.targets.base.RunStats.efficiency`), keeping the
@@ -290,6 +293,7 @@ class TargetResult:
             "known_first": {k: dict(v) for k, v in self.known_first.items()},
             "efficiency": dict(self.efficiency),
             "efficiency_samples": {k: dict(v) for k, v in self.efficiency_samples.items()},
+            "slow": [dict(x) for x in self.slow],
         }
 
     @classmethod
@@ -311,7 +315,8 @@ class TargetResult:
                    known_links={k: dict(v) for k, v in d.get("known_links", {}).items()},
                    known_first={k: dict(v) for k, v in d.get("known_first", {}).items()},
                    efficiency=dict(d.get("efficiency", {})),
-                   efficiency_samples={k: dict(v) for k, v in d.get("efficiency_samples", {}).items()})
+                   efficiency_samples={k: dict(v) for k, v in d.get("efficiency_samples", {}).items()},
+                   slow=[dict(x) for x in d.get("slow", [])])
 
 
 #: Which status of a phase wins when two runs of it are combined (a phase that ran in one worker ran).
@@ -377,6 +382,7 @@ def merge(name: str, parts: list[TargetResult]) -> TargetResult:
             m.efficiency_samples.setdefault(kind, dict(sample))
         m.faults += [f for f in p.faults if f not in m.faults]
         m.warnings += [w for w in p.warnings if w not in m.warnings]
+        m.slow += p.slow
         for f in p.failures:  # two workers (or rounds) that found one signature found one bug
             have = by_key.get(f.key)
             if have is None:

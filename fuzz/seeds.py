@@ -19,13 +19,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from fuzz.config import CHUNK_BOUND, WIDTH_BOUND, WINDOW_BOUND
+from fuzz.config import CHUNK_BOUND, WIDTH_BOUND, WINDOW_BOUND, bounds_error
+from fuzz.oracle import PAYLOAD_WIDTH
 from fuzz.ops import Case, Chunk, OpError, target_of
 from fuzz.paged.ops import case_from_json
 
@@ -60,7 +62,7 @@ def default_seeds_dir(cwd: str | Path | None = None) -> Path:
 
         try:
             doc = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as e:
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
             raise SeedError(f"{pyproject}: cannot read [tool.kvwindow]: {e}") from e
         value = doc.get("tool", {}).get("kvwindow", {}).get("seeds-dir")
         if value is not None:
@@ -103,7 +105,17 @@ class Seed:
 
 
 def check_bounds(case: Case, where: str = "seed") -> None:
-    """Raise :class:`SeedError` when a window or chunk of ``case`` is beyond the documented bounds."""
+    """Raise :class:`SeedError` when a dimension of ``case`` — a window, a chunk, a payload width, a window times its
+    width, a paged pool — is beyond the one set of bounds (:func:`fuzz.config.bounds_error`), before anything is
+    allocated for it."""
+    if getattr(case, "paged", False):
+        longest = max((getattr(op, "n", 0) or getattr(op, "k", 0) or getattr(op, "length", 0) for op in case.ops),
+                      default=None) or None
+        why = bounds_error(window=case.window, block_size=case.block_size, num_blocks=case.num_blocks,
+                           width=case.width, chunk=longest)
+        if why is not None:
+            raise SeedError(f"{where}: {why}")
+        return
     widest = case.widest_window()
     if widest > WINDOW_BOUND:
         raise SeedError(f"{where}: window {widest} is beyond the bound {WINDOW_BOUND} (1 <= W <= {WINDOW_BOUND})")
@@ -113,6 +125,9 @@ def check_bounds(case: Case, where: str = "seed") -> None:
     width = case.widest_payload()
     if width is not None and width > WIDTH_BOUND:
         raise SeedError(f"{where}: payload width {width} is beyond the bound {WIDTH_BOUND}")
+    why = bounds_error(window=widest, width=width or PAYLOAD_WIDTH)
+    if why is not None:
+        raise SeedError(f"{where}: {why}")
 
 
 def parse_seed(doc: Any, where: str = "seed") -> Seed:
@@ -138,15 +153,7 @@ def parse_seed(doc: Any, where: str = "seed") -> Seed:
 def load_seed(path: str | Path) -> Seed:
     """The seed in ``path``; :class:`SeedError` naming the file and the problem for anything else."""
     path = Path(path)
-    try:
-        if path.is_dir():
-            raise SeedError(f"{path}: is a directory, not a seed file")
-        size = path.stat().st_size
-        if size > MAX_SEED_BYTES:
-            raise SeedError(f"{path}: {size} bytes is too large for a seed (at most {MAX_SEED_BYTES})")
-        data = path.read_bytes()
-    except OSError as e:
-        raise SeedError(f"{path}: cannot read: {e.strerror or e}") from e
+    data = read_regular(path, MAX_SEED_BYTES, "a seed")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -166,6 +173,39 @@ def load_seed(path: str | Path) -> Seed:
         raise
     except (RecursionError, ValueError, TypeError, KeyError, AttributeError) as e:
         raise SeedError(f"{path}: not a seed: {type(e).__name__}: {str(e)[:200]}") from None
+
+
+def read_regular(path: Path, limit: int, what: str) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes, else :class:`SeedError` naming it.
+
+    Opened with ``O_NONBLOCK`` (a FIFO does not block the open) and checked with ``fstat`` on the open file (a
+    symlink to ``/dev/zero``, a FIFO, a device, a directory are refused, whatever the name said), then read to
+    at most ``limit + 1`` bytes: a file that grows while it is read cannot make the read unbounded."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise SeedError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else
+                    "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else
+                    "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+            raise SeedError(f"{path}: is {kind}, not {what} file (only regular files are read)")
+        chunks, size = [], 0
+        while size <= limit:
+            block = os.read(fd, min(1 << 16, limit + 1 - size))
+            if not block:
+                break
+            chunks.append(block)
+            size += len(block)
+    except OSError as e:
+        raise SeedError(f"{path}: cannot read: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise SeedError(f"{path}: more than {limit} bytes is too large for {what} (at most {limit})")
+    return b"".join(chunks)
 
 
 def seed_paths(directory: str | Path = SEED_DIR) -> list[Path]:

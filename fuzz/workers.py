@@ -36,7 +36,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase, 
 from fuzz.campaign import save_failure
 from fuzz.config import CampaignConfig
 from fuzz.results import TargetResult, merge
-from fuzz.targets.base import Target
+from fuzz.targets.base import HarnessInterrupt, Target
 
 DEFAULT_DB = ".hypothesis/kvwindow"
 #: Memory a worker process may take (with its isolated child): ``--workers`` is bounded by what is available.
@@ -143,7 +143,11 @@ def open_database(spec: str | None) -> FallbackDatabase:
             from hypothesis.extra.redis import RedisExampleDatabase
         except ModuleNotFoundError as e:
             raise DatabaseError(f"--db {spec}: the redis client is not installed (pip install 'kvwindow[dev]')") from e
-        client = redis.Redis.from_url(spec, socket_connect_timeout=3, socket_timeout=10)
+        try:
+            client = redis.Redis.from_url(spec, socket_connect_timeout=3, socket_timeout=10)
+        except Exception as e:  # noqa: BLE001 - a URL redis cannot parse ('redis://[::1', a port of 99999)
+            raise DatabaseError(f"--db {spec}: not a usable redis URL ({type(e).__name__}: {e}); expected "
+                                "redis://host:port/n") from e
         try:
             client.ping()
         except Exception as e:  # noqa: BLE001
@@ -173,7 +177,7 @@ class StopRequest:
 
     def _handle(self, signum, frame) -> None:
         if self.signum is not None and signum == signal.SIGINT:
-            raise KeyboardInterrupt
+            raise HarnessInterrupt(signum)  # the harness's own: code under test raising one is a crash
         self.signum = signum
 
     def __enter__(self) -> "StopRequest":

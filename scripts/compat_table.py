@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The transformers compatibility table: ``docs/compat.md`` from ``scripts/hf_matrix.sh --fuzz`` reports,
 the README's supported-range claim from ``docs/compat.md``, and each finding note's release table from
-``fuzz/targets/hf/findings.py``.
+``fuzz/targets/hf/findings.py``. The rows of releases a run did not run are kept from ``docs/compat.md``.
 
     scripts/compat_table.py --reports DIR            # DIR/compat.md from DIR/report-<release>.json
     scripts/compat_table.py --reports DIR --write    # ... and docs/compat.md, README.md, docs/findings/*.md
@@ -264,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.reports is not None:
         rows, torch, notes = collect(args.reports)
+        if COMPAT.exists():  # the releases this run did not run keep their rows (a run of `--releases newest` adds one)
+            kept = parse_compat(COMPAT.read_text())
+            rows = {**{r: c for r, c in kept.items() if set(c) == set(columns())}, **rows}
         text = render_compat(rows, torch, notes, args.seconds)
         (args.reports / "compat.md").write_text(text)
         print(text)

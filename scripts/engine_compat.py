@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from compat_table import _short, cell, read_targets, version_key  # noqa: E402
+from fuzz.targets.known import span_text  # noqa: E402
 
 COMPAT = ROOT / "docs" / "compat.md"
 README = ROOT / "README.md"
@@ -154,7 +155,7 @@ def note_block(engine: str, finding_id: str) -> str:
     lines = [NOTE_BEGIN, "", f"| cases | targets | applies to (minor series) | reproduced on "
                              f"(`scripts/engine_matrix.sh {engine}`) |", "|---|---|---|---|"]
     for f in rows:
-        spans = ", ".join(x.replace("-", " – ") for x in f.releases)
+        spans = ", ".join(span_text(x) for x in f.releases)
         lines.append(f"| {f.cases or 'every case'} | {', '.join(f'`{k}`' for k in sorted(f.kinds))} | {spans} "
                      f"| {', '.join(f.seen)} |")
     return "\n".join(lines + ["", NOTE_END])

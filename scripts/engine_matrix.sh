@@ -14,8 +14,10 @@
 # the venv's own, so the release's pins win. Built once; rebuilt when the recipe or the dev venv changes (stamp).
 # The build checks that the engine Python imports is the release asked for.
 #
-# Usage: scripts/engine_matrix.sh ENGINE [--releases "A B"] [--fuzz SECONDS] [--write-docs] [--no-tests]
+# Usage: scripts/engine_matrix.sh ENGINE [--releases "A B newest"] [--fuzz SECONDS] [--write-docs] [--no-tests]
 #                                        [--build-only] [--out DIR] [-- extra pytest args]
+#   --releases       the releases to run (default: DEFAULT_RELEASES); `newest` is the newest DIST on the index (pip
+#                    index versions, else what pip download picks), so a scheduled run tracks new releases
 #   --fuzz SECONDS   one `kvwindow fuzz --seed 0 --report` campaign per release over every TARGET_PREFIX target it
 #                    lists as available, SECONDS per target; scripts/engine_compat.py writes OUT/compat-ENGINE.md
 #   --write-docs     with --fuzz: also write the rows into docs/compat.md (between <!-- engine:ENGINE --> and
@@ -54,6 +56,27 @@ while [ $# -gt 0 ]; do
 done
 PYTEST_EXTRA=("$@")
 [ -x "$DEV_VENV/bin/python" ] || { echo "engine_matrix: no dev venv at $DEV_VENV; run 'make setup' first" >&2; exit 2; }
+newest_release() {  # the newest release of PyPI distribution $1 on the index pip is configured for
+  local dist="$1" v tmp
+  v="$("$DEV_VENV/bin/python" -m pip index versions "$dist" 2>/dev/null | sed -n '1s/^[^ ]* (\(.*\))$/\1/p')"
+  if [ -z "$v" ]; then  # `pip index` is experimental: fall back to what `pip download` picks
+    tmp="$(mktemp -d)"
+    "$DEV_VENV/bin/python" -m pip download -q --no-deps -d "$tmp" "$dist" >/dev/null 2>&1 || true
+    v="$(ls "$tmp" | sed -n 's/^[^-]*-\([0-9][^-]*\)\(-.*\.whl\|\.tar\.gz\|\.zip\)$/\1/p' | head -1)"
+    rm -rf "$tmp"
+  fi
+  [ -n "$v" ] || { echo "engine_matrix: cannot find the newest $dist on the index (pip index versions / pip download)" >&2; return 1; }
+  echo "$v"
+}
+resolve_newest() {  # $RELEASES with the word `newest` replaced by the index's newest release of $1
+  local out="" rel
+  for rel in $RELEASES; do
+    if [ "$rel" = newest ]; then rel="$(newest_release "$1")" || exit 2; echo "engine_matrix: newest $1 on the index: $rel" >&2; fi
+    case " $out " in *" $rel "*) ;; *) out="$out $rel" ;; esac
+  done
+  RELEASES="${out# }"
+}
+resolve_newest "$DIST"
 SHARED="$("$DEV_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 PYVER="$("$DEV_VENV/bin/python" -c 'import sys; print(f"python{sys.version_info[0]}.{sys.version_info[1]}")')"
 mkdir -p "$OUT"

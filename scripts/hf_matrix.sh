@@ -10,7 +10,8 @@
 # Built once; rebuilt when the build recipe (the build function below) or the dev venv changes (stamp).
 #
 # Usage: scripts/hf_matrix.sh [options] [-- extra pytest args]
-#   --releases "4.45.2 5.24.0"   releases to run (default: $DEFAULT_RELEASES below)
+#   --releases "4.45.2 newest"   releases to run (default: $DEFAULT_RELEASES below); `newest` is the newest
+#                                release on the index (pip index versions), so a scheduled run tracks releases
 #   --fuzz SECONDS               also run one `kvwindow fuzz --seed 0 --report` campaign per release over every
 #                                HF target it lists as available (hf-dynamic, hf-static, hf-mistral, hf-gemma2,
 #                                each hf:<model_type>), SECONDS per target; scripts/compat_table.py then
@@ -28,7 +29,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # The oldest supported release, one per minor where an API the adapters touch changed (see
 # impl/hf/compat.py), releases that carry a finding, and the newest the registry served when written.
-DEFAULT_RELEASES="4.45.2 4.46.3 4.47.1 4.48.3 4.49.0 4.50.3 4.51.3 4.52.4 4.53.3 4.54.1 4.55.4 4.56.2 4.57.6 5.0.0 5.10.4 5.20.2 5.24.0"
+DEFAULT_RELEASES="4.45.2 4.46.3 4.47.1 4.48.3 4.49.0 4.50.3 4.51.3 4.52.4 4.53.3 4.54.1 4.55.4 4.56.2 4.57.6 5.0.0 5.10.4 5.20.2 5.24.0 5.25.0"
 RELEASES="$DEFAULT_RELEASES"
 FUZZ=0
 WRITE_DOCS=0
@@ -54,6 +55,27 @@ if [ ! -x "$DEV_VENV/bin/python" ]; then
   echo "hf_matrix: no dev venv at $DEV_VENV; run 'make setup' first" >&2
   exit 2
 fi
+newest_release() {  # the newest release of PyPI distribution $1 on the index pip is configured for
+  local dist="$1" v tmp
+  v="$("$DEV_VENV/bin/python" -m pip index versions "$dist" 2>/dev/null | sed -n '1s/^[^ ]* (\(.*\))$/\1/p')"
+  if [ -z "$v" ]; then  # `pip index` is experimental: fall back to what `pip download` picks
+    tmp="$(mktemp -d)"
+    "$DEV_VENV/bin/python" -m pip download -q --no-deps -d "$tmp" "$dist" >/dev/null 2>&1 || true
+    v="$(ls "$tmp" | sed -n 's/^[^-]*-\([0-9][^-]*\)\(-.*\.whl\|\.tar\.gz\|\.zip\)$/\1/p' | head -1)"
+    rm -rf "$tmp"
+  fi
+  [ -n "$v" ] || { echo "hf_matrix: cannot find the newest $dist on the index (pip index versions / pip download)" >&2; return 1; }
+  echo "$v"
+}
+resolve_newest() {  # $RELEASES with the word `newest` replaced by the index's newest release of $1
+  local out="" rel
+  for rel in $RELEASES; do
+    if [ "$rel" = newest ]; then rel="$(newest_release "$1")" || exit 2; echo "hf_matrix: newest $1 on the index: $rel" >&2; fi
+    case " $out " in *" $rel "*) ;; *) out="$out $rel" ;; esac
+  done
+  RELEASES="${out# }"
+}
+resolve_newest "transformers"
 SHARED="$("$DEV_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 PYVER="$("$DEV_VENV/bin/python" -c 'import sys; print(f"python{sys.version_info[0]}.{sys.version_info[1]}")')"
 mkdir -p "$OUT"

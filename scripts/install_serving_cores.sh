@@ -22,15 +22,17 @@
 # the stamp in place does nothing. Measured on the 2-core machine (a cold pip cache): see docs/serving.md.
 #
 # Usage: scripts/install_serving_cores.sh [--force]      (--force: delete and rebuild the venv)
+#        VLLM_RELEASE=0.34.0 SERVING_VENV=DIR scripts/install_serving_cores.sh   (another vLLM release, its own venv;
+#        the dependency list stays the one above: docs/serving.md says what 0.34.0 needs of the adapter)
 # Then:  .venv-serving/bin/python -m pytest tests/test_serving_vllm.py tests/test_serving_sglang.py -q
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-VENV=".venv-serving"
+VENV="${SERVING_VENV:-.venv-serving}"
 STAMP="$VENV/.serving-installed"
 TORCH="torch==2.13.0"
-VLLM="vllm==0.33.0"
+VLLM="vllm==${VLLM_RELEASE:-0.33.0}"
 SGLANG="sglang==0.5.23"
 
 # The pure-Python (and a few binary-wheel) dependencies the block-manager imports need, --no-deps each.

@@ -112,8 +112,9 @@ def test_an_unwritable_seeds_dir_prints_the_seed_in_full(tmp_path, capsys, monke
 
 
 def test_a_worker_that_dies_is_reported_and_its_target_is_not_clean(tmp_path, capsys):
+    # --no-isolate: a py: class runs supervised by default (then this death is a crash finding, the test below)
     rc, out, err, doc = fuzz(capsys, tmp_path, "--target", CRASHERS + "KillsItsProcess", "--target", "pyring",
-                             "--workers", "2", time_s="6")
+                             "--workers", "2", "--no-isolate", time_s="6")
     assert rc == 3, out + err
     assert doc["worker_errors"] and all("died of SIGKILL" in e for e in doc["worker_errors"])
     (t,) = [t for t in doc["targets"] if t["name"] == CRASHERS + "KillsItsProcess"]
@@ -135,7 +136,7 @@ def test_the_same_death_in_an_isolated_child_is_a_crash_finding(tmp_path, capsys
 
 def test_a_worker_that_dies_while_shrinking_keeps_its_smallest_case(tmp_path, capsys):
     rc, out, err, doc = fuzz(capsys, tmp_path, "--target", CRASHERS + "DiesWhileShrinking", "--workers", "2",
-                             time_s="20")
+                             "--no-isolate", time_s="20")
     assert rc == 1, out + err
     assert doc["failures"] and doc["worker_errors"]
     f = doc["failures"][0]

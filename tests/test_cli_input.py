@@ -3,6 +3,8 @@ the exit codes are documented where a user looks for them."""
 
 from __future__ import annotations
 
+from fuzz.config import WINDOW_BOUND
+
 import time
 
 import pytest
@@ -22,8 +24,8 @@ def run(capsys, *argv):
     (["--time", "inf"], "--time must be a finite number"),
     (["--time", "0"], "--time must be"),
     (["--max-examples", "0"], "--max-examples must be >= 1, got 0"),
-    (["--window-max", "0"], "--window-max must be between 1 and 65536"),
-    (["--window-max", "1000000000"], "--window-max must be between 1 and 65536, got 1000000000"),
+    (["--window-max", "0"], f"--window-max must be between 1 and {WINDOW_BOUND}"),
+    (["--window-max", "1000000000"], f"--window-max must be between 1 and {WINDOW_BOUND}, got 1000000000"),
     (["--workers", "100000"], "--workers must be between 1 and"),
     (["--op-timeout", "0"], "--op-timeout must be"),
     (["--op-memory", "3"], "--op-memory must be 0 (no limit) or at least 64 MiB"),

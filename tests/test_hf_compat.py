@@ -122,3 +122,43 @@ def test_model_probe_names_the_failing_step(monkeypatch):
     monkeypatch.setattr(models.TinyModels, "generate", broken_generate)
     with pytest.raises(compat.HFIncompatible, match=r"mistral model: generate\(\) \(eager\)"):
         models.probe("mistral")
+
+
+def test_flex_attention_that_dies_only_with_the_window_is_offered_and_its_death_kept(monkeypatch):
+    """impl.hf.families.Family.attn_impls: a flex attention probe that dies with the window and runs without it
+    offers flex attention (the campaign reproduces the death as a crash finding, DESIGN §4); one that dies both
+    ways is unavailable, naming both (what torch 2.13's CPU flex attention does here:
+    scripts/repro/hf_flex_attention_cpu.py)."""
+    pytest.importorskip("transformers")
+    from impl.hf import families
+
+    calls = []
+
+    def window_only(model_type, timeout=600.0, window=True):
+        calls.append(window)
+        return "a flex attention run died (exit status 1): InductorError: CppCompileError" if window else None
+    monkeypatch.setattr(families, "flex_runs", window_only)
+    fam = families.Family("mistral")
+    assert "flex_attention" in fam.attn_impls(flex=True) and calls == [True, False]
+    assert "CppCompileError" in fam.probe_crashes["flex_attention"] and "flex_attention" not in fam.attn_unavailable
+
+    monkeypatch.setattr(families, "flex_runs", lambda mt, timeout=600.0, window=True: f"died {'with' if window else 'without'}")
+    fam = families.Family("mistral")
+    assert "flex_attention" not in fam.attn_impls(flex=True) and not fam.probe_crashes
+    assert fam.attn_unavailable["flex_attention"] == "died with; without the sliding window too: died without"
+
+
+def test_an_adapter_that_cannot_drive_the_release_is_a_harness_fault_naming_release_and_api(monkeypatch, capsys):
+    """A release newer than the matrix may drop an API the adapter needs: `--target` then exits 3 (a harness fault)
+    naming the release and the API — never 2 (usage), never a finding."""
+    pytest.importorskip("transformers")
+    from fuzz.cli import main
+    from fuzz.targets.hf import caches as hf_caches
+
+    def broken():
+        raise compat.HFIncompatible("99.0.0", "cache_utils.DynamicSlidingWindowLayer", "is missing")
+    monkeypatch.setattr(hf_caches, "make_hf_dynamic", broken)
+    rc = main(["fuzz", "--target", "hf-dynamic", "--time", "1", "--plain"])
+    err = capsys.readouterr().err
+    assert rc == 3, err
+    assert "harness fault: transformers 99.0.0: cache_utils.DynamicSlidingWindowLayer: is missing" in err

@@ -67,6 +67,23 @@ def test_the_finding_applies_only_to_its_kind_and_releases():
     assert findings.in_span("5.10.4", "4.57-5.17") and findings.in_span("4.48.1", "4.48")
 
 
+def test_an_open_span_reaches_every_later_release_and_a_closed_one_ends_where_it_was_seen_fixed():
+    """DESIGN §4: a finding applies from its first release on, releases newer than the matrix included, until
+    the matrix sees it fixed (a closed span); the report labels a release the matrix never ran."""
+    from fuzz.targets import known
+
+    assert known.in_span("5.25.0", "4.57+") and known.in_span("99.0.0", "4.57+") and not known.in_span("4.56.2", "4.57+")
+    assert not known.in_span("5.18.0", "4.57-5.17")
+    assert known.span_text("4.57+") == "4.57 and later (not seen fixed)" and known.span_text("4.45-4.51") == "4.45 – 4.51"
+    newest = known.MATRIX_NEWEST["transformers"]
+    assert known.release_label("transformers", newest) == f"transformers {newest}"
+    assert known.release_label("transformers", "99.0.0") == "transformers 99.0.0 (newer than docs/compat.md)"
+    assert known.release_warnings({"transformers": newest, "torch": "99.0"}) == []
+    (w,) = known.release_warnings({"transformers": "99.0.0"})
+    assert w.startswith(f"transformers 99.0.0 is newer than the newest release docs/compat.md ran ({newest})")
+    assert [f.id for f in findings.applicable("dynamic", "99.0.0")] == ["hf-sliding-window-1"]
+
+
 def test_the_campaign_counts_known_findings_per_target(tmp_path):
     res = fuzz_target(WindowTwoBug(), CampaignConfig(seconds=20, max_examples=150, campaign_seed=0, known_repeats=None,
                                                      seeds_dir=str(tmp_path)))
@@ -111,7 +128,11 @@ def _fuzz(capsys, tmp_path, target, *flags):
 def test_a_reproduced_known_finding_exits_1_and_is_named(tmp_path, capsys):
     rc, out, doc = _fuzz(capsys, tmp_path, "fake-known")
     assert rc == 1 and doc["exit_code"] == 1
-    assert f"known finding fake-window-2 reproduced on transformers {RELEASE} by fake-known (" in out
+    # 9.9.1 is newer than any release docs/compat.md ran: the finding still applies, the report says so, and
+    # the campaign prints one warning line about the release
+    assert f"known finding fake-window-2 reproduced on transformers {RELEASE} (newer than docs/compat.md) by " \
+           "fake-known (" in out
+    assert out.count(f"warning: transformers {RELEASE} is newer than the newest release docs/compat.md ran") == 1
     assert "docs/findings/fake-window-2.md" in out and "KNOWN" in out
     assert doc["targets"][0]["known_findings"]["fake-window-2"]["reproduced"] > 0
     assert not (tmp_path / "s").exists()  # no seed
@@ -126,7 +147,7 @@ def test_accept_known_exits_0(tmp_path, capsys):
 def test_a_finding_that_no_longer_reproduces_is_reported(tmp_path, capsys):
     rc, out, _ = _fuzz(capsys, tmp_path, "fake-fixed")
     assert rc == 0
-    assert f"finding fake-window-2 not reproduced on transformers {RELEASE} by fake-fixed (" in out
+    assert f"finding fake-window-2 not reproduced on transformers {RELEASE} (newer than docs/compat.md) by fake-fixed (" in out
 
 
 def test_skip_known_says_how_many_it_skipped(tmp_path, capsys):
@@ -167,3 +188,74 @@ def test_explains_needs_the_trigger_before_the_failure():
     case = Case.parse(3, "chunk:5 reset:3 push push push")
     assert f.explains(case, Mismatch("t", 4, Push(), "at the third push"))
     assert not f.explains(case, Mismatch("t", 0, Chunk(5), "at the first chunk"))
+
+
+# -- a probe that dies on a sliding-window model (DESIGN §4: a crash finding, never "unavailable") -----------
+
+
+def _probe(death):
+    """A fake probe: records its calls, returns ``death`` (``None``: it ran)."""
+    calls = []
+
+    def run():
+        calls.append(1)
+        return death
+    return run, calls
+
+
+def test_a_probe_that_dies_only_with_the_window_leaves_the_target_available_with_its_crash():
+    from impl.errors import window_probe
+
+    windowed, _ = _probe("InductorError: CppCompileError")
+    plain, calls = _probe(None)
+    assert window_probe(windowed, plain) == "InductorError: CppCompileError"
+    assert calls == [1]
+
+
+def test_a_probe_that_dies_without_the_window_too_is_unavailable_naming_both():
+    from impl.errors import Unavailable, window_probe
+
+    with pytest.raises(Unavailable, match=r"^died: A; without the sliding window too: died: B$"):
+        window_probe(_probe("died: A")[0], _probe("died: B")[0])
+
+
+def test_a_probe_that_runs_with_the_window_never_pays_for_the_plain_one():
+    from impl.errors import window_probe
+
+    plain, calls = _probe(None)
+    assert window_probe(_probe(None)[0], plain) is None and calls == []
+
+
+class _FakeEngineError(Exception):
+    pass
+
+
+def test_engine_probes_follow_the_rule_and_keep_their_verdict():
+    """fuzz.targets.engines.base.probe_once: died with the window, ran without -> available, crash recorded; died
+    both ways -> unavailable (re-raised on every later call, without re-running); not installed -> not re-run."""
+    from fuzz.targets.engines import base
+    from impl.engines import EngineIncompatible, EngineUnavailable
+    from impl.errors import Unavailable
+
+    def windowed():
+        raise EngineIncompatible("fake", "9.9", "Op(window=2)", "kernel died")
+
+    cache: dict = {}
+    base.probe_once(cache, "fake-window-only", windowed, plain=lambda: None)
+    assert "kernel died" in base.PROBE_CRASHES.pop("fake-window-only")
+    runs = []
+
+    def always():
+        runs.append(1)
+        raise _FakeEngineError("segfault-ish")
+    for _ in range(2):
+        with pytest.raises(Unavailable, match="segfault-ish; without the sliding window too: _FakeEngineError"):
+            base.probe_once(cache, "fake-always", always, plain=always)
+    assert runs == [1, 1]  # once with, once without the window; the second call re-raised the kept verdict
+    plain_runs = []
+
+    def missing():
+        raise EngineUnavailable("fakeengine is not installed")
+    with pytest.raises(EngineUnavailable, match="not installed"):
+        base.probe_once(cache, "fake-missing", missing, plain=lambda: plain_runs.append(1))
+    assert plain_runs == [] and "fake-always" not in base.PROBE_CRASHES

@@ -95,7 +95,7 @@ def test_any_width(name, width):
 
 def test_the_payload_flags_are_validated_recorded_and_replayed(tmp_path, capsys):
     assert main(["fuzz", "--target", "pyring", "--time", "1", "--width", "0"]) == 2
-    assert "--width must be >= 1, got 0" in capsys.readouterr().err
+    assert "--width must be between 1 and 4096 (the bound seeds obey), got 0" in capsys.readouterr().err
     assert main(["fuzz", "--target", "pyring", "--time", "1", "--dtype", "float8"]) == 2
     with pytest.raises(ValueError, match="dtype must be one of float32, float16, bfloat16"):
         CampaignConfig(dtype="float64")

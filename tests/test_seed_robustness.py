@@ -4,6 +4,8 @@ is moved aside rather than overwritten, and ``c:`` paths load exactly the file n
 
 from __future__ import annotations
 
+from fuzz.config import WINDOW_BOUND
+
 import os
 import shutil
 import subprocess
@@ -23,7 +25,7 @@ BAD = {
     "aaaaaaaaaaaa": (b"\xff\xfe{binary", "not UTF-8"),
     "bbbbbbbbbbbb": (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
     "cccccccccccc": (b'{"format": 1, "window": 2, "ops": {"a": 1}}', "ops must be a list"),
-    "dddddddddddd": (b'{"format": 1, "window": 1000000, "ops": [["push"]]}', "beyond the bound 65536"),
+    "dddddddddddd": (b'{"format": 1, "window": 1000000, "ops": [["push"]]}', "beyond the bound"),
     "eeeeeeeeeeee": (b'{"format": 1, "window": 3, "ops": [["chunk", 100000000]]}', "chunk of 100000000 tokens"),
     "ffffffffffff": (b'{"format": 1, "window": 2, "ops": [["push"]], "x": ' + b"9" * 5000 + b"}", "not valid JSON"),
 }
@@ -53,7 +55,7 @@ def test_each_bad_file_is_named_in_one_line(mixed_dir, capsys):
             seeds.load_seed(d / f"{name}.json")
         assert f"{name}.json" in str(e.value) and needle in str(e.value) and "\n" not in str(e.value)
     rc, out, _ = run(capsys, "seeds", "--seeds-dir", str(d), "list")
-    assert rc == 1
+    assert rc == 2  # a malformed seed is bad input (usage), not a finding
     for name, (_, needle) in BAD.items():
         (line,) = [ln for ln in out.splitlines() if ln.startswith(name)]
         assert "MALFORMED" in line and needle in line
@@ -95,7 +97,7 @@ def test_the_pytest_replay_fails_one_test_per_bad_file_and_runs_the_rest(mixed_d
 
 def test_seeds_beyond_the_bounds_are_refused_at_add(tmp_path, capsys):
     d = str(tmp_path / "s")
-    for argv, needle in ((["--window", "1000000000000", "--ops", "push"], "--window must be between 1 and 65536"),
+    for argv, needle in ((["--window", "1000000000000", "--ops", "push"], f"--window must be between 1 and {WINDOW_BOUND}"),
                          (["--window", "3", "--ops", "chunk:100000000"], "beyond the bound"),
                          (["--window", "3", "--ops", "reset:70000 push"], "window 70000 is beyond the bound")):
         rc, _, err = run(capsys, "seeds", "--seeds-dir", d, "add", *argv)

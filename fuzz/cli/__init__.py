@@ -23,9 +23,9 @@ import sys
 from fuzz import seeds as seedstore
 from fuzz.cli.checks import UsageError
 from fuzz.cli.fuzz_cmd import EXIT_FINDING, EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE  # noqa: F401
-from fuzz.config import DTYPES, OP_MEMORY_MB, OP_TIMEOUT, WINDOW_BOUND
+from fuzz.config import CONFIRM_FACTOR, DTYPES, OP_MEMORY_MB, OP_TIMEOUT, OP_TIMEOUT_FACTOR, SETUP_TIMEOUT, WINDOW_BOUND
 from fuzz.ops import OpError
-from fuzz.targets.base import TargetError
+from fuzz.targets.base import TargetError, TargetFault, interrupt_handlers
 
 EPILOG = __doc__.split("\n\n", 1)[1]
 
@@ -91,9 +91,14 @@ def _isolation_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("crash isolation (native targets run in a supervised child by default)")
     g.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
                    help="run every target (--isolate) or none (--no-isolate) in a child process; default: "
-                        "ring-c, cuda-*, c: libraries and the C mutants")
-    g.add_argument("--op-timeout", type=float, default=OP_TIMEOUT, metavar="S",
-                   help=f"an op of an isolated target running longer is a crash (default {OP_TIMEOUT:g} s)")
+                        "ring-c, cuda-*, c: libraries, the C mutants and the user's py:, paged-py: and "
+                        "py-decoder: classes")
+    g.add_argument("--op-timeout", type=float, default=None, metavar="S",
+                   help=f"seconds an op of an isolated target may run; default: {OP_TIMEOUT_FACTOR:g} x the "
+                        f"slowest op it has run so far, at least {OP_TIMEOUT:g} s. One-time setup (a model "
+                        f"built or converted) is not an op (its own limit: {SETUP_TIMEOUT:g} s). A case past "
+                        f"the limit runs again alone with {CONFIRM_FACTOR:g} x the limit: only if it times out "
+                        "again is it a hang (a crash finding); otherwise it is reported as slow, not a finding")
     g.add_argument("--op-memory", type=int, default=OP_MEMORY_MB, metavar="MIB",
                    help=f"address-space limit of the child, a breach is a crash (default {OP_MEMORY_MB}; "
                         "0: none; not applied to CUDA targets)")
@@ -219,7 +224,11 @@ def main(argv: list[str] | None = None) -> int:
             return int(e.code or 0)
         run = lambda: args.func(args)  # noqa: E731
     try:
-        return run()
+        with interrupt_handlers():  # a real Ctrl-C / SIGTERM raises HarnessInterrupt; a subject's own is its outcome
+            return run()
+    except TargetFault as e:  # the adapter cannot drive the installed release: a harness fault, not usage
+        print(f"kvwindow: error: {e}", file=sys.stderr)
+        return EXIT_HARNESS
     except (TargetError, seedstore.SeedError, UsageError, OpError) as e:
         print(f"kvwindow: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from fuzz import seeds as seedstore
-from fuzz.config import CampaignConfig, WINDOW_BOUND
+from fuzz.config import WIDTH_BOUND, WINDOW_BOUND, CampaignConfig, bounds_error
 
 #: Below this an op limit is no limit at all (the child itself needs the memory).
 OP_MEMORY_MIN = 64
@@ -68,7 +68,8 @@ def writable_file(path: str, flag: str) -> None:
 
 
 def check_isolation_flags(args) -> None:
-    positive_seconds("--op-timeout", args.op_timeout)
+    if args.op_timeout is not None:  # unset: the limit follows the measured cost of the ops
+        positive_seconds("--op-timeout", args.op_timeout)
     if args.op_memory is not None and args.op_memory != 0 and args.op_memory < OP_MEMORY_MIN:
         raise UsageError(f"--op-memory must be 0 (no limit) or at least {OP_MEMORY_MIN} MiB, got {args.op_memory}")
     if args.sanitize and args.isolate is False:
@@ -77,8 +78,9 @@ def check_isolation_flags(args) -> None:
 
 
 def check_payload_flags(args) -> None:
-    if args.width is not None and args.width < 1:
-        raise UsageError(f"--width must be >= 1, got {args.width}")
+    """``--width`` within the bounds seeds obey (:data:`fuzz.config.WIDTH_BOUND`): what a campaign saves, replay takes."""
+    if args.width is not None and not 1 <= args.width <= WIDTH_BOUND:
+        raise UsageError(f"--width must be between 1 and {WIDTH_BOUND} (the bound seeds obey), got {args.width}")
 
 
 def check_fuzz_flags(args) -> None:
@@ -100,6 +102,10 @@ def check_fuzz_flags(args) -> None:
         raise UsageError(f"--workers must be between 1 and {bound} on this machine (4 per usable core, one per "
                          f"256 MiB of available memory), got {args.workers}")
     check_payload_flags(args)
+    if args.width is not None:
+        why = bounds_error(window=args.window_max, width=args.width)
+        if why is not None:
+            raise UsageError(f"--window-max/--width: {why}; lower one of them")
     check_isolation_flags(args)
 
 

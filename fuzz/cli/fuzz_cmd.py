@@ -13,6 +13,7 @@ from fuzz.cli.checks import UsageError, check_fuzz_flags, isolation, make_consol
     writable_file
 from fuzz.config import CampaignConfig
 from fuzz.machine import machine_info
+from fuzz.replay import replay_flags
 from fuzz.targets import registry
 
 EXIT_OK, EXIT_FINDING, EXIT_USAGE, EXIT_HARNESS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -48,7 +49,8 @@ def print_failure(r, f, config: CampaignConfig) -> None:
         print(f"  seed NOT saved: {f.seed_error}; here it is in full:")
         print("    " + seedstore.format_seed(doc).replace("\n", "\n    "))
         print(f"  to keep and replay it: kvwindow seeds add {seeds_add_flags(f.case)} "
-              f"--seeds-dir DIR && kvwindow replay DIR/{f.case.id}.json --target {r.name}")
+              f"--seeds-dir DIR && kvwindow replay DIR/{f.case.id}.json --target {r.name}"
+              f"{replay_flags(config, r.name)}")
 
 
 def seeds_add_flags(case) -> str:
@@ -174,6 +176,7 @@ def finish(args, config: CampaignConfig, console, results, interrupted: bool, pi
             "harness_faults": [{"target": n, "reason": f} for n, f in faults],
             "worker_errors": errors,
             "warnings": warnings,
+            "slow": [x for r in results for x in r.slow],  # timed out once, ended alone: not findings
         }
         try:
             Path(args.report).parent.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from fuzz import seeds as seedstore
 from fuzz.cli.checks import UsageError, make_console
-from fuzz.config import CampaignConfig
+from fuzz.config import WINDOW_BOUND, CampaignConfig
 
 
 def cmd_mutants(args) -> int:
@@ -23,6 +23,8 @@ def cmd_mutants(args) -> int:
     repeats = args.repeats if args.repeats is not None else (5 if args.baseline else 1)
     if repeats < 1:
         raise UsageError(f"--repeats must be >= 1, got {repeats}")
+    if not 1 <= args.window_max <= WINDOW_BOUND:
+        raise UsageError(f"--window-max must be between 1 and {WINDOW_BOUND}, got {args.window_max}")
     console = make_console()
     budget = f"{args.time_per:g}s" + (f" / {args.max_examples} examples" if args.max_examples else "")
     console.print(f"kvwindow mutants: {len(chosen)} mutant(s), budget {budget} per run"

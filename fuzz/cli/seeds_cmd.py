@@ -163,7 +163,7 @@ def cmd_seeds(args) -> int:
             except seedstore.SeedError as e:
                 rows.append(f"{p.stem}  MALFORMED: {e}")
         print("\n".join(rows) if rows else f"no seeds in {d}")
-        return 1 if any("MALFORMED" in r for r in rows) else 0
+        return EXIT_USAGE if any("MALFORMED" in r for r in rows) else EXIT_OK  # a bad file is bad input, not a finding
     if args.seeds_cmd == "show":
         if not args.id.strip():
             raise UsageError("seeds show: give a seed id (kvwindow seeds list) or the path of a seed file")

@@ -111,6 +111,10 @@ class GateConfig:
     smoke: bool = False
     #: key -> where its value came from ("--flag", "pyproject.toml", "default")
     sources: dict[str, str] = field(default_factory=dict)
+    #: Subjects run in a child process each (:mod:`fuzz.gate.isolate`); ``False``: in the gate's own process.
+    isolate: bool = True
+    #: Seconds one call of a subject may run before its process is killed and the call fails (``--op-timeout``).
+    op_timeout: float = 60.0
 
     @property
     def approximate(self) -> bool:
@@ -123,12 +127,15 @@ class GateConfig:
     def command(self) -> str:
         return (f"kvwindow gate --baseline {self.baseline} --candidate {self.candidate} --intervention "
                 f"{self.intervention} --claim {self.claim.text}" + (" --smoke" if self.smoke else " --quick" if self.quick else "")
-                + f" --report {self.report}" + (f" --seed {self.seed}" if self.seed else ""))
+                + f" --report {self.report}" + (f" --seed {self.seed}" if self.seed else "")
+                + ("" if self.isolate else " --no-isolate")
+                + (f" --op-timeout {self.op_timeout:g}" if self.isolate and self.op_timeout != gate_op_timeout() else ""))
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kvwindow gate", description="The release gate for a cache or decoding "
-                                "change (seed 000's eight steps): exit 0 pass, 1 fail, 2 usage error, 3 harness fault.")
+                                "change (seed 000's eight steps): exit 0 pass, 1 fail, 2 usage error, 3 harness fault, 130/143 "
+                                "interrupted (Ctrl-C/SIGTERM; the finished steps are still reported).")
     p.add_argument("--baseline", help="the subject shipped today (decoder, decoder@c, hf:mistral+static, "
                    "py-decoder:module:Class, ...)")
     p.add_argument("--candidate", help="the subject with the change")
@@ -139,9 +146,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="seed of the gate's token streams (default 0)")
     p.add_argument("--pyproject", default="pyproject.toml", help="where [tool.kvwindow.gate] is read (default "
                    "./pyproject.toml)")
+    p.add_argument("--op-timeout", type=float, default=None, metavar="S",
+                   help=f"a call of a subject running longer fails its step; its process is killed (default "
+                        f"{gate_op_timeout():g} s: campaigns' op limit, at least {GATE_OP_FLOOR:g} s for a model's "
+                        "full forward)")
+    p.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
+                   help="run each subject in a child process, so a native crash or a hang is the subject's failed "
+                        "step, not the gate's end (default; --no-isolate: in the gate's own process, no op limit)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # the test suite's budget: seconds
     return p
+
+
+#: The least per-call limit of a gate subject: one call may be a model's full forward over 4 W tokens.
+GATE_OP_FLOOR = 60.0
+
+
+def gate_op_timeout() -> float:
+    """The default ``--op-timeout`` of the gate: the campaigns' op limit (:data:`fuzz.config.OP_TIMEOUT`), at least
+    :data:`GATE_OP_FLOOR`."""
+    from fuzz.config import OP_TIMEOUT
+
+    return max(float(OP_TIMEOUT), GATE_OP_FLOOR)
 
 
 def read_pyproject(path: Path) -> dict[str, Any]:
@@ -200,5 +226,11 @@ def load(args: argparse.Namespace) -> GateConfig:
         raise UsageError(f"{sources.get('seed', 'seed')}: seed must be an int >= 0, got {seed!r}")
     for key in KEYS:
         sources.setdefault(key, "default")
+    op_timeout = getattr(args, "op_timeout", None)
+    if op_timeout is None:
+        op_timeout = gate_op_timeout()
+    elif not math.isfinite(op_timeout) or op_timeout <= 0:
+        raise UsageError(f"--op-timeout must be a finite number of seconds > 0, got {op_timeout}")
     return GateConfig(values["baseline"], values["candidate"], kind, claim, quick, rpath, seed,
-                      bool(getattr(args, "smoke", False)), sources)
+                      bool(getattr(args, "smoke", False)), sources, isolate=bool(getattr(args, "isolate", True)),
+                      op_timeout=float(op_timeout))

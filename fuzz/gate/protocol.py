@@ -35,11 +35,13 @@ machine: a harness fault (:class:`GateFault`, exit 3), never evidence about the 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from fuzz.targets.base import raised, subject_call
 from impl.errors import Unavailable
 
 REQUIRED = ("reset", "prefill", "decode", "full", "identity")
@@ -58,7 +60,7 @@ class SubjectError(Exception):
     def __init__(self, spec: str, method: str, cause: BaseException | str):
         self.spec, self.method = spec, method
         self.cause = cause if isinstance(cause, BaseException) else None
-        what = f"{type(cause).__name__}: {cause}" if isinstance(cause, BaseException) else str(cause)
+        what = raised(cause) if isinstance(cause, BaseException) else str(cause)
         self.what = what.splitlines()[0][:300] if what else type(cause).__name__
         super().__init__(f"{spec}: {method} raised {self.what}")
 
@@ -107,9 +109,12 @@ class Subject:
     #: versions of third-party code it runs (reports)
     versions: dict[str, str] = field(default_factory=dict)
 
+    #: Logits per token, once the gate has probed it (``None`` before): every later answer must have it.
+    vocab: int | None = None
+
     def new(self) -> "Handle":
         try:
-            obj = self.factory()
+            obj = subject_call(self.factory)
         except Unavailable as e:
             raise GateFault(f"{self.spec}: cannot build an instance here: {e}") from e
         except Exception as e:  # noqa: BLE001 - the subject's constructor: its outcome
@@ -122,7 +127,12 @@ class Handle:
     anything else, and any exception, is the subject's :class:`SubjectError`."""
 
     def __init__(self, subject: Subject, obj: Any):
+        from fuzz.gate.isolate import RemoteInstance
+
         self.subject, self.obj, self.spec = subject, obj, subject.spec
+        self.remote = isinstance(obj, RemoteInstance)
+        #: Seconds the subject spent in the last call, measured where it runs (an isolated subject's child).
+        self.seconds = 0.0
 
     def has(self, method: str) -> bool:
         return callable(getattr(self.obj, method, None))
@@ -132,24 +142,73 @@ class Handle:
         if not callable(fn):
             raise SubjectError(self.spec, method, f"the subject has no {method}()")
         try:
-            return fn(*args, **kw)
+            t0 = time.perf_counter()
+            out = subject_call(fn, *args, **kw)  # a SystemExit or KeyboardInterrupt of its own is its outcome too
+            self.seconds = self.obj.last_seconds if self.remote else time.perf_counter() - t0
+            return out
         except Unavailable as e:
             raise GateFault(f"{self.spec}: {method}: {e}") from e
         except Exception as e:  # noqa: BLE001 - whatever the subject raises is its outcome
             raise SubjectError(self.spec, method, e) from e
 
-    def _rows(self, method: str, out: Any, n: int) -> np.ndarray:
+    def _array(self, method: str, what: str, out: Any) -> np.ndarray:
+        """``out`` as a finite float64 array; anything else is the subject's answer outside the protocol."""
+        def convert(x: Any) -> np.ndarray:  # runs the subject's own code (a tensor's, an __array__'s)
+            if hasattr(x, "detach"):
+                x = x.detach().cpu().double().numpy()
+            return np.asarray(x, dtype=np.float64)
+
         try:
-            if hasattr(out, "detach"):
-                out = out.detach().cpu().double().numpy()
-            a = np.asarray(out, dtype=np.float64)
-        except Exception as e:  # noqa: BLE001
-            raise SubjectError(self.spec, method, f"returned {type(out).__name__}, not logits ({e})") from e
+            a = subject_call(convert, out)
+        except Exception as e:  # noqa: BLE001 - what it returned does not convert: its answer, not the harness's
+            raise SubjectError(self.spec, method, f"returned {type(out).__name__}, not {what} ({e})") from e
+        if a.size and not np.isfinite(a).all():
+            bad = int(np.size(a) - np.isfinite(a).sum())
+            raise SubjectError(self.spec, method, f"returned {what} with {bad} value(s) that are NaN or infinite")
+        return a
+
+    def _rows(self, method: str, out: Any, n: int) -> np.ndarray:
+        a = self._array(method, "logits", out)
         if a.ndim == 1 and n == 1:
             a = a[None, :]
         if a.ndim != 2 or a.shape[0] != n:
             raise SubjectError(self.spec, method, f"returned logits of shape {a.shape} for {n} token(s)")
+        vocab = self.subject.vocab
+        if vocab is not None and a.shape[1] != vocab:
+            raise SubjectError(self.spec, method, f"returned {a.shape[1]} logits per token; it answered {vocab} "
+                                                  "when the gate probed it (its vocabulary)")
         return a
+
+    def _layers(self, method: str, out: Any, n: int | None) -> list[dict[str, Any]]:
+        """``kv_layers()`` (``n`` None: each layer's ``window``, ``positions`` and rows for them) or ``full_kv``
+        (``n`` rows each) as plain dicts of finite float64 arrays; any other shape is the subject's failure."""
+        try:
+            layers = list(out)
+        except Exception as e:  # noqa: BLE001
+            raise SubjectError(self.spec, method, f"returned {type(out).__name__}, not a list of layers ({e})") from e
+        clean = []
+        for i, lay in enumerate(layers):
+            if not isinstance(lay, dict) or not {"k", "v"} <= set(lay) or (n is None and "positions" not in lay):
+                raise SubjectError(self.spec, method, f"layer {i} is not a dict with "
+                                                      f"{'positions, ' if n is None else ''}k and v")
+            row = dict(lay)
+            if n is None:
+                w = lay.get("window")
+                if w is not None and (isinstance(w, bool) or not isinstance(w, (int, np.integer)) or w < 1):
+                    raise SubjectError(self.spec, method, f"layer {i} window is {w!r}, not None or an int >= 1")
+                pos = self._array(method, f"layer {i} positions", lay["positions"]).reshape(-1)
+                if not (pos == np.round(pos)).all():
+                    raise SubjectError(self.spec, method, f"layer {i} positions are not integers")
+                row["positions"] = [int(p) for p in pos]
+            rows = len(row["positions"]) if n is None else n
+            for label in ("k", "v"):
+                a = self._array(method, f"layer {i} {label}", lay[label])
+                if (a.size % rows if rows else a.size) or (rows == 0 and a.size):
+                    raise SubjectError(self.spec, method, f"layer {i} {label} has {a.size} values, not a whole number "
+                                                          f"of rows for {rows} position(s)")
+                row[label] = a.reshape(rows, -1) if rows else a.reshape(0, 0)
+            clean.append(row)
+        return clean
 
     def reset(self) -> None:
         self._call("reset")
@@ -181,16 +240,25 @@ class Handle:
         self._call("restore", state)
 
     def kv_bytes(self) -> int:
-        return int(self._call("kv_bytes"))
+        out = self._call("kv_bytes")
+        if isinstance(out, bool) or not isinstance(out, (int, np.integer, float, np.floating)) \
+                or not np.isfinite(out) or out < 0 or out != int(out):
+            raise SubjectError(self.spec, "kv_bytes", f"returned {out!r}, not a whole number of bytes >= 0")
+        return int(out)
 
     def kv_layers(self) -> list[dict[str, Any]]:
-        return list(self._call("kv_layers"))
+        return self._layers("kv_layers", self._call("kv_layers"), None)
 
     def full_kv(self, tokens: Sequence[int]) -> list[dict[str, Any]]:
-        return list(self._call("full_kv", [int(t) for t in tokens]))
+        toks = [int(t) for t in tokens]
+        return self._layers("full_kv", self._call("full_kv", toks), len(toks))
 
     def batch(self, rows: Sequence[Sequence[int]], chunks: Sequence[int]) -> list[np.ndarray]:
-        out = list(self._call("batch", [list(map(int, r)) for r in rows], list(chunks)))
+        out = self._call("batch", [list(map(int, r)) for r in rows], list(chunks))
+        try:
+            out = list(out)
+        except Exception as e:  # noqa: BLE001
+            raise SubjectError(self.spec, "batch", f"returned {type(out).__name__}, not a list of logits") from e
         if len(out) != len(rows):
             raise SubjectError(self.spec, "batch", f"returned {len(out)} rows of logits for {len(rows)} rows")
         return [self._rows("batch", o, len(r)) for o, r in zip(out, rows)]

@@ -44,6 +44,13 @@ def _cell(text: Any) -> str:
 
 
 def headline(doc: dict[str, Any]) -> str:
+    text = _headline(doc)
+    if doc.get("interrupted"):
+        return f"{text} — INTERRUPTED ({doc['interrupted']}): the steps after the last finished one were not reached"
+    return text
+
+
+def _headline(doc: dict[str, Any]) -> str:
     v = doc["verdict"]
     failed = [s for s in doc["steps"] if s["verdict"] == FAIL]
     faulted = [s for s in doc["steps"] if s["verdict"] == "fault"]

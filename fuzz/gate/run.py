@@ -14,12 +14,18 @@ It writes ``report.md``, a self-contained ``report.html`` and ``report.json`` (p
 DIR, atomically, and exits 0 when no step fails, 1 when one does, 2 on a usage error (checked before
 anything runs: options, subjects, the report folder), 3 on a harness fault (the gate itself, or an
 adapter that cannot drive its third-party release; the report is still written) when no step failed:
-a failure outranks a fault, as a finding does in a campaign.
+a failure outranks a fault, as a finding does in a campaign. Ctrl-C or SIGTERM stops it at once and writes the
+report of every finished step (the rest "not reached: interrupted"); it exits 130 (Ctrl-C) or 143 (SIGTERM)
+unless a finished step failed (1).
+
+Subjects run in a child process each by default (:mod:`fuzz.gate.isolate`; ``--no-isolate``), every call
+within ``--op-timeout``: a subject that dies, hangs or ends its process fails the step that called it.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 import traceback
@@ -40,8 +46,10 @@ from fuzz.gate.quality import step7
 from fuzz.gate.recovery import step8
 from fuzz.gate.report import EXIT, document, render_markdown
 from fuzz.gate.subjects import SubjectUsageError, resolve
-from fuzz.gate.verdict import FAIL, FAULT, LABEL, Step, mark_shared, overall
+from fuzz.gate.isolate import isolated
+from fuzz.gate.verdict import FAIL, FAULT, LABEL, NA, Step, mark_shared, overall
 from fuzz.machine import machine_info
+from fuzz.targets.base import HarnessInterrupt, interrupt_handlers
 from impl.errors import Unavailable
 
 EXIT_USAGE = 2
@@ -49,10 +57,27 @@ STEPS: tuple[tuple[int, Callable[[Context], Step]], ...] = (
     (1, step1), (2, step2), (3, step3), (4, step4), (5, step5), (6, step6), (7, step7), (8, step8))
 
 
-def prepare(conf: cfgmod.GateConfig, log: Callable[[str], None]) -> Context:
-    """Resolve and probe both subjects (usage errors before any work): identities, window, vocabulary."""
+def check_identity_bounds(identity: dict, who: str) -> None:
+    """The windows an identity reports within the bound campaigns obey (:data:`fuzz.config.WINDOW_BOUND`): the gate
+    sizes its streams by them, so a window of 10**9 would allocate gigabytes before the first step."""
+    from fuzz.config import WINDOW_BOUND
+
+    w = identity.get("window")
+    for x in (w if isinstance(w, (list, tuple)) else [w]):
+        if isinstance(x, int) and not isinstance(x, bool) and x > WINDOW_BOUND:
+            raise cfgmod.UsageError(f"{who}: its identity reports window {x}, beyond the bound {WINDOW_BOUND} the "
+                                    "gate sizes streams within")
+
+
+def prepare(conf: cfgmod.GateConfig, log: Callable[[str], None], opened: list | None = None) -> Context:
+    """Resolve and probe both subjects (usage errors before any work): identities, window, vocabulary. Isolated
+    subjects (``conf.isolate``) are appended to ``opened``: the caller stops their processes."""
     base = resolve(conf.baseline, "baseline")
     cand = resolve(conf.candidate, "candidate")
+    if conf.isolate:  # every instance in a child per subject: a native death or a hang fails the call, not the gate
+        base, cand = isolated(base, "baseline", conf.op_timeout), isolated(cand, "candidate", conf.op_timeout)
+        if opened is not None:
+            opened.extend([base, cand])
     identities, vocab = {}, {}
     for role, s in (("baseline", base), ("candidate", cand)):
         try:
@@ -62,6 +87,9 @@ def prepare(conf: cfgmod.GateConfig, log: Callable[[str], None]) -> Context:
         except SubjectError as e:
             raise cfgmod.UsageError(f"{role} {s.spec!r} does not answer the decoder protocol: {e.method} raised "
                                     f"{e.what}") from e
+    base.vocab, cand.vocab = vocab["baseline"], vocab["candidate"]  # every later answer is checked against it
+    for role, s in (("baseline", base), ("candidate", cand)):
+        check_identity_bounds(identities[s.spec], f"{role} {s.spec!r}")
     if vocab["baseline"] != vocab["candidate"]:
         raise cfgmod.UsageError(f"baseline and candidate have different vocabularies ({vocab['baseline']} and "
                                 f"{vocab['candidate']} logits per token): they are not two versions of one model")
@@ -72,8 +100,17 @@ def prepare(conf: cfgmod.GateConfig, log: Callable[[str], None]) -> Context:
     return ctx
 
 
-def run_steps(ctx: Context) -> tuple[list[Step], list[str]]:
-    steps, faults = [], []
+def not_reached(steps: list[Step], why: str) -> list[Step]:
+    """``steps`` and, for every step after them, a step that says it was not reached and why."""
+    done = {s.number for s in steps}
+    return steps + [Step(n, verdict=NA, summary=f"not reached: {why}") for n, _ in STEPS if n not in done]
+
+
+def run_steps(ctx: Context, steps: list[Step] | None = None,
+              faults: list[str] | None = None) -> tuple[list[Step], list[str]]:
+    """Run the eight steps in order, appending each finished one to ``steps`` and its faults to ``faults`` (so an
+    interrupt keeps them)."""
+    steps, faults = ([] if steps is None else steps), ([] if faults is None else faults)
     t0 = time.monotonic()
     for number, fn in STEPS:
         ctx.log(f"[{time.monotonic() - t0:6.1f}s] step {number} ...")
@@ -98,7 +135,8 @@ def run_steps(ctx: Context) -> tuple[list[Step], list[str]]:
     return steps, faults
 
 
-def write_reports(ctx: Context, steps: list[Step], faults: list[str], runtime: float) -> dict:
+def write_reports(ctx: Context, steps: list[Step], faults: list[str], runtime: float,
+                  interrupted: HarnessInterrupt | None = None) -> dict:
     out = ctx.config.report
     pngs: dict[str, bytes] = {}
     s6 = next((s for s in steps if s.number == 6), None)
@@ -110,6 +148,10 @@ def write_reports(ctx: Context, steps: list[Step], faults: list[str], runtime: f
             faults.append(f"plots: {type(e).__name__}: {e}")
     verdict = overall(steps, bool(faults))
     doc = document(ctx, steps, verdict, runtime, machine_info(), {n: n for n in pngs}, faults)
+    if interrupted is not None:  # a failed step outranks the interruption, as a finding does in a campaign
+        doc["interrupted"] = signal_name(interrupted.signum)
+        if verdict != FAIL:
+            doc["exit"] = 128 + interrupted.signum
     for name, png in pngs.items():
         atomic_write(out / name, png)
     atomic_write(out / "report.json", json.dumps(doc, indent=1) + "\n")
@@ -126,28 +168,62 @@ def main(argv: list[str] | None = None) -> int:
         return int(e.code or 0)
     log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
     t0 = time.monotonic()
+    opened: list = []  # the isolated subjects' processes, stopped whatever happens
+    with interrupt_handlers():  # a real Ctrl-C / SIGTERM raises HarnessInterrupt; a subject's own fails it
+        return _main(args, log, t0, opened)
+
+
+def _main(args, log: Callable[[str], None], t0: float, opened: list) -> int:
     try:
-        conf = cfgmod.load(args)
-        why = check_writable(conf.report)
-        if why:
-            raise cfgmod.UsageError(f"{conf.sources['report']}: report folder: {why}")
-        ctx = prepare(conf, log)
-    except (cfgmod.UsageError, SubjectUsageError) as e:
-        print(f"kvwindow gate: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except (GateFault, Unavailable) as e:
-        print(f"kvwindow gate: harness fault: {e}", file=sys.stderr)
-        return EXIT["fault"]
-    steps, faults = run_steps(ctx)
-    try:
-        doc = write_reports(ctx, steps, faults, time.monotonic() - t0)
-    except OSError as e:
-        print(f"kvwindow gate: harness fault: cannot write the report into {conf.report}: {e}", file=sys.stderr)
-        return EXIT["fault"]
-    print(f"kvwindow gate: {doc['verdict'].upper()} in {doc['runtime_s']:.1f} s -> {conf.report / 'report.html'}")
-    for s in doc["steps"]:
-        print(f"  {s['number']}. {s['title']:<28} {LABEL[s['verdict']]:<5} {s['summary'][:150]}")
-    return int(doc["exit"])
+        try:
+            conf = cfgmod.load(args)
+            why = check_writable(conf.report)
+            if why:
+                raise cfgmod.UsageError(f"{conf.sources['report']}: report folder: {why}")
+            ctx = prepare(conf, log, opened)
+        except (cfgmod.UsageError, SubjectUsageError) as e:
+            print(f"kvwindow gate: error: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        except (GateFault, Unavailable) as e:
+            print(f"kvwindow gate: harness fault: {e}", file=sys.stderr)
+            return EXIT["fault"]
+        except Exception as e:  # noqa: BLE001 - the subject's process could not start: its failure, said in one line
+            print(f"kvwindow gate: error: a subject could not be started: {type(e).__name__}: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        except HarnessInterrupt as e:
+            print(f"kvwindow gate: interrupted ({signal_name(e.signum)}) before the first step; no report written",
+                  file=sys.stderr)
+            return 128 + e.signum
+        steps: list[Step] = []
+        faults: list[str] = []
+        interrupted: HarnessInterrupt | None = None
+        try:
+            run_steps(ctx, steps, faults)
+        except HarnessInterrupt as e:  # every finished step is kept; the rest say they were not reached
+            interrupted = e
+            ctx.notes.append(f"interrupted ({signal_name(e.signum)}) after {len(steps)} step(s): the rest were not "
+                             "reached")
+            steps = not_reached(steps, f"interrupted ({signal_name(e.signum)})")
+        for s in (signal.SIGINT, signal.SIGTERM):  # the report is written whole: a second signal waits for it
+            signal.signal(s, signal.SIG_IGN)
+        try:
+            doc = write_reports(ctx, steps, faults, time.monotonic() - t0, interrupted)
+        except OSError as e:
+            print(f"kvwindow gate: harness fault: cannot write the report into {conf.report}: {e}", file=sys.stderr)
+            return EXIT["fault"]
+        label = doc["verdict"].upper() if interrupted is None or doc["verdict"] == FAIL else \
+            f"INTERRUPTED ({signal_name(interrupted.signum)}; the finished steps are in the report)"
+        print(f"kvwindow gate: {label} in {doc['runtime_s']:.1f} s -> {conf.report / 'report.html'}")
+        for s in doc["steps"]:
+            print(f"  {s['number']}. {s['title']:<28} {LABEL[s['verdict']]:<5} {s['summary'][:150]}")
+        return int(doc["exit"])
+    finally:
+        for subject in opened:
+            subject.process.close()
+
+
+def signal_name(signum: int) -> str:
+    return {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}.get(signum, f"signal {signum}")
 
 
 if __name__ == "__main__":

@@ -44,11 +44,8 @@ from typing import Any, Iterable, Iterator, Union
 
 from fuzz.ops import OpError
 
-#: The most sequences one case names (ids 0 .. MAX_SEQS-1).
-MAX_SEQS = 64
-#: Bounds of a paged configuration a case (and so a seed) may hold.
-BLOCK_BOUND = 4096
-NUM_BLOCKS_BOUND = 4096
+from fuzz.config import BLOCK_BOUND, NUM_BLOCKS_BOUND  # noqa: E402,F401 - the one set of bounds (fuzz.config)
+from fuzz.config import SEQUENCES_BOUND as MAX_SEQS  # noqa: E402 - the most sequences one case names
 
 
 class PagedOpError(OpError):

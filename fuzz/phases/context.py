@@ -36,6 +36,7 @@ from fuzz.phases import ORDER
 from fuzz.phases.known import KnownBudget
 from fuzz.results import Failure, TargetResult, signature
 from fuzz.targets.base import HARNESS, Target, failure_kind
+from fuzz.targets.known import release_warnings
 
 
 def slack(seconds: float) -> float:
@@ -89,6 +90,7 @@ class Campaign:
         self._enough = enough
         res = TargetResult(self.target.name, versions=self.target.versions(), tolerances=self.target.tolerances(),
                            known_links=self.target.finding_links())
+        res.warnings += release_warnings(res.versions)  # a library newer than docs/compat.md: one line per campaign
         self.res = res
         seed = config.campaign_seed
         if seed is None:  # a campaign is always reproducible: draw its seed and report it

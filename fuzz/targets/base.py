@@ -16,8 +16,12 @@ evidence about the implementation, so saving it as a seed would be a false bug r
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import signal
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
 
 from fuzz.ops import Case, Op
 
@@ -27,6 +31,12 @@ class TargetError(ValueError):
 
     A target that exists but cannot run on this machine raises :class:`impl.errors.Unavailable`
     instead; :func:`fuzz.targets.registry.resolve` turns that into this error for ``--target``."""
+
+
+class TargetFault(TargetError):
+    """A ``--target`` whose adapter cannot drive the installed release (an API it needs is missing or changed:
+    ``HFIncompatible``, ``EngineIncompatible``): a harness fault naming the release and the API (exit 3), never
+    a usage error and never a finding — what a release newer than the matrix breaks."""
 
 
 class Mismatch(AssertionError):
@@ -68,7 +78,114 @@ class Crash(Exception):
 def crash_from(target: str, index: int | None, op: Op | None, error: BaseException, where: str = "") -> Crash:
     """The :class:`Crash` an exception the implementation raised at op ``index`` stands for (``-1``: the opening
     reset; ``None``: not at an op of a case, e.g. in the bulk phase); ``where`` names a live instance."""
-    return Crash(target, index, op, f"{where + ': ' if where else ''}raised {type(error).__name__}: {error}")
+    return Crash(target, index, op, f"{where + ': ' if where else ''}raised {raised(error)}")
+
+
+# ---------------------------------------------------------------------------
+# The boundary around code under test
+
+
+class HarnessInterrupt(KeyboardInterrupt):
+    """A real Ctrl-C or SIGTERM delivered to kvwindow: raised only by kvwindow's own signal handlers
+    (:class:`fuzz.workers.StopRequest`, :func:`interrupt_handlers`). Any other ``KeyboardInterrupt`` — or
+    ``SystemExit``, ``GeneratorExit`` — that comes out of a call into code under test was raised by that
+    code: its outcome (a crash finding), never the harness's exit. ``signum`` is the signal's number."""
+
+    def __init__(self, signum: int = 2):
+        self.signum = signum
+        super().__init__(f"signal {signum}")
+
+
+class SubjectExit(Exception):
+    """Code under test raised a ``BaseException`` that is not an ``Exception`` (``SystemExit``, a
+    ``KeyboardInterrupt`` of its own, ``GeneratorExit``): carried as an ordinary exception, so every
+    ``except Exception`` of the harness classifies it as the subject's outcome (a crash)."""
+
+    def __init__(self, original: BaseException):
+        self.original_type = type(original).__name__
+        super().__init__(f"{self.original_type}({original})" if str(original) else self.original_type)
+
+
+def raised(error: BaseException) -> str:
+    """``Type: message`` of what code under test raised (a :class:`SubjectExit` names the original type)."""
+    if isinstance(error, SubjectExit):
+        return f"{error} (a BaseException, not an error: code under test tried to end the process)"
+    return f"{type(error).__name__}: {error}"
+
+
+def subject_call(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    """``fn(*args, **kw)``, a call into code under test: a ``BaseException`` it raises that is not an ``Exception``
+    comes out as :class:`SubjectExit`; only the harness's own :class:`HarnessInterrupt` passes through."""
+    try:
+        return fn(*args, **kw)
+    except Exception:
+        raise
+    except HarnessInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, GeneratorExit of the subject's
+        raise SubjectExit(e) from e
+
+
+def escaped(target: str, error: BaseException) -> "Crash":
+    """The crash a ``BaseException`` that is not an ``Exception`` stands for when it surfaces in a target's run outside
+    a guarded call (from an object the code under test returned: a generator, an array-like): the harness raises
+    none of them, and the harness's own interrupt is :class:`HarnessInterrupt`, never passed here."""
+    return Crash(target, None, None, f"raised {raised(SubjectExit(error))}")
+
+
+class Guarded:
+    """Code under test seen through :func:`subject_call`: every attribute read and every method call of the wrapped
+    object (a ``py:`` cache, a ``paged-py:`` pool) is a boundary. Everything else it does is the object's own."""
+
+    __slots__ = ("_kv_obj",)
+
+    def __init__(self, obj: Any):
+        object.__setattr__(self, "_kv_obj", obj)
+
+    def __getattr__(self, name: str) -> Any:
+        value = subject_call(getattr, object.__getattribute__(self, "_kv_obj"), name)
+        if callable(value):
+            return functools.partial(subject_call, value)
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        subject_call(setattr, object.__getattribute__(self, "_kv_obj"), name, value)
+
+    def __repr__(self) -> str:
+        return f"Guarded({object.__getattribute__(self, '_kv_obj')!r})"
+
+
+def guarded(factory: Callable[[], Any]) -> Callable[[], Any]:
+    """A factory of :class:`Guarded` instances of ``factory`` (its constructor is a boundary too); the class
+    attributes the harness reads (``dtypes``, ``validates_positions``, ...) stay readable on it."""
+
+    @functools.wraps(factory, updated=())
+    def build() -> Guarded:
+        return Guarded(subject_call(factory))
+
+    build.subject_class = factory  # type: ignore[attr-defined]
+    return build
+
+
+@contextlib.contextmanager
+def interrupt_handlers(signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
+    """While open, SIGINT and SIGTERM raise :class:`HarnessInterrupt` (in the main thread; elsewhere nothing changes),
+    so a real Ctrl-C or SIGTERM is told apart from a ``KeyboardInterrupt`` the code under test raises; the previous
+    handlers come back on exit (a test runner calling ``main()`` keeps its own)."""
+    def handle(signum, frame):
+        raise HarnessInterrupt(signum)
+
+    old: dict[int, Any] = {}
+    try:
+        for s in signals:
+            old[s] = signal.signal(s, handle)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 def rebuild(cls: type, args: tuple, kwargs: dict) -> BaseException:
@@ -150,6 +267,14 @@ class Target(ABC):
     width_multiple: int = 1
     #: The payload dtypes it declares it stores exactly (drawn among them); empty: dtype is no dimension.
     dtypes: tuple[str, ...] = ()
+
+    def setting_up(self):
+        """``with self.setting_up():`` around one-time setup inside :meth:`run` (a model built, converted or
+        compiled for a new window; a first call per shape): a supervisor times it apart from the ops
+        (:func:`fuzz.targets.progress.setting_up`), so a slow setup on a busy machine is never a hang."""
+        from fuzz.targets.progress import setting_up
+
+        return setting_up(self.op_slot)
 
     def accepts(self, case: Case) -> str | None:
         """``None`` if the case fits this target, else why not (a window above ``window_max``, a

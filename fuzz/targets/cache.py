@@ -32,7 +32,8 @@ import numpy as np
 
 from fuzz.ops import Case, Chunk, Op, Push, Reset, target_of
 from fuzz.oracle import PAYLOAD_WIDTH, SpecStream, check_dtype, describe_difference, payload_difference
-from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats, Target, TargetError, crash_from
+from fuzz.targets.base import Crash, HarnessFault, HarnessInterrupt, Mismatch, RunStats, Target, TargetError, \
+    crash_from, escaped, guarded, raised, subject_call
 from fuzz.targets.progress import OP
 from fuzz.targets.ring_errors import py_contract_for
 
@@ -199,10 +200,12 @@ class CacheTarget(Target):
     def run(self, case: Case) -> RunStats:
         try:
             return self._run(case)
-        except (Mismatch, Crash, HarnessFault):
+        except (Mismatch, Crash, HarnessFault, HarnessInterrupt):
             raise
         except Exception as e:  # noqa: BLE001 - not raised by the cache: the harness failed
             raise HarnessFault(self.name, f"{type(e).__name__} in the harness: {e}") from e
+        except BaseException as e:  # noqa: BLE001 - a SystemExit from what the cache returned (a generator)
+            raise escaped(self.name, e) from e
 
     def _build(self, case: Case, k: int) -> tuple[Any, Any, SpecStream]:
         """Instance ``k`` of ``case``: the raw cache, its array view and its spec stream."""
@@ -358,10 +361,9 @@ def make_py_class(path: str) -> Target:
     if not sep or not mod or not cls:
         raise TargetError(f"{spec}: expected py:module.path:ClassName")
     try:
-        module = import_from_cwd(mod)
+        module = subject_call(import_from_cwd, mod)
     except Exception as e:  # noqa: BLE001 - any import failure is the user's to see
-        raise TargetError(f"{spec}: cannot import {mod!r} (from {os.getcwd()} or sys.path): "
-                          f"{type(e).__name__}: {e}") from e
+        raise TargetError(f"{spec}: cannot import {mod!r} (from {os.getcwd()} or sys.path): {raised(e)}") from e
     factory = getattr(module, cls, None)
     if factory is None:
         raise TargetError(f"{spec}: module {mod!r} has no attribute {cls!r}")
@@ -370,11 +372,12 @@ def make_py_class(path: str) -> Target:
     except TypeError as e:
         raise TargetError(str(e)) from e
     try:
-        factory()
+        subject_call(factory)
     except Exception as e:  # noqa: BLE001 - the user's constructor: whatever it raises is the reason
-        raise TargetError(f"{spec}: {cls}() failed: {type(e).__name__}: {e} (a target class is built with no "
+        raise TargetError(f"{spec}: {cls}() failed: {raised(e)} (a target class is built with no "
                           "arguments; wrap it in a subclass whose __init__ supplies them)") from e
-    return CacheTarget(spec, factory, errors=py_contract_for(factory), dtypes=declared_dtypes(factory, spec))
+    # every call into the instances is a boundary (fuzz.targets.base.Guarded): a SystemExit is a crash
+    return CacheTarget(spec, guarded(factory), errors=py_contract_for(factory), dtypes=declared_dtypes(factory, spec))
 
 
 def declared_dtypes(factory: Any, spec: str) -> tuple[str, ...]:

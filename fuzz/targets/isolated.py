@@ -5,9 +5,12 @@ down with it — no seed, no report. :class:`IsolatedTarget` stands in for the t
 ``--target`` value names and runs every case in a child (:mod:`fuzz.targets.isolated_child`:
 a fork server that forks runners), one round trip per case. The child publishes the
 index of the op it is running in shared memory, so when it dies the supervisor knows
-where: a signal, an abort, a sanitizer report, an op that runs past ``op_timeout`` or a
-breach of the ``op_memory`` limit becomes a :class:`~fuzz.targets.base.Crash` naming the
-op (``SIGSEGV at op #5 (push)``) — a finding, shrunk and saved like a mismatch. A dead
+where: a signal, an abort, a sanitizer report, a confirmed hang or a breach of the
+``op_memory`` limit becomes a :class:`~fuzz.targets.base.Crash` naming the op
+(``SIGSEGV at op #5 (push)``) — a finding, shrunk and saved like a mismatch. A hang is
+confirmed: a case past its op limit (``--op-timeout``, or a multiple of the slowest op
+measured; setup is timed apart) runs again alone with a longer limit, and one that ends
+then is only slow (:meth:`IsolatedTarget.take_slow`: reported, never a seed). A dead
 runner is replaced by a fresh fork; once a failure is being shrunk or reduced
 (:attr:`IsolatedTarget.fresh`) every case gets a fresh runner, so a candidate never
 inherits the state an earlier one left behind.
@@ -21,7 +24,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from fuzz.config import OP_MEMORY_MB, OP_TIMEOUT, CampaignConfig
+from fuzz.config import OP_MEMORY_MB, CampaignConfig
 from fuzz.ops import Case
 from fuzz.targets import registry
 from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats, Target
@@ -30,9 +33,15 @@ from fuzz.targets.supervisor import (  # noqa: F401 - re-exported: where tests a
 )
 
 
+#: Code a user names runs in a supervised child by default too: most Python caches call native code, and only a
+#: supervising process outlives a segfault, an ``os._exit`` or a hang in it with the case in flight (a crash
+#: finding with its seed, never a dead campaign); ``--no-isolate`` runs it in process.
+USER_CODE = ("py:", "paged-py:", "py-decoder:")
+
+
 def should_isolate(spec: str, config: CampaignConfig) -> bool:
     if config.isolate is None:
-        return is_native(spec) or config.sanitize
+        return is_native(spec) or spec.startswith(USER_CODE) or config.sanitize
     return config.isolate
 
 
@@ -63,11 +72,11 @@ class IsolatedTarget(Target):
     implementation). Raises :class:`TargetError` at construction when the child cannot build the target.
     """
 
-    def __init__(self, spec: str, *, op_timeout: float = OP_TIMEOUT, op_memory: int | None = OP_MEMORY_MB,
+    def __init__(self, spec: str, *, op_timeout: float | None = None, op_memory: int | None = OP_MEMORY_MB,
                  sanitize: bool = False):
         self.spec = spec
         self.config: CampaignConfig | None = None
-        self._child = Supervisor(spec, op_timeout=float(op_timeout), op_memory=op_memory, sanitize=sanitize)
+        self._child = Supervisor(spec, op_timeout=op_timeout, op_memory=op_memory, sanitize=sanitize)
         self._stand_in(self._child.hello(None))
 
     def _stand_in(self, meta: dict[str, Any]) -> None:
@@ -78,7 +87,13 @@ class IsolatedTarget(Target):
 
     @property
     def op_timeout(self) -> float:
+        """Seconds one op may run now (``--op-timeout``, or what the measured cost gives)."""
         return self._child.op_timeout
+
+    def take_slow(self) -> list[dict[str, Any]]:
+        """The cases that timed out once and ended when run again alone since the last call: slow, not hung
+        (a line each in the report, never a finding)."""
+        return self._child.take_slow()
 
     @property
     def fresh(self) -> bool:

@@ -26,7 +26,7 @@ import socket
 import sys
 from typing import Any
 
-from fuzz.targets.progress import DONE, IDLE, OP, POS, RUN, SEQ, WINDOW, WORDS, running_op, trace_buffer
+from fuzz.targets.progress import DONE, IDLE, OP, POS, RUN, SEQ, SETUP, WINDOW, WORDS, running_op, trace_buffer
 
 #: Largest control message (JSON) in bytes.
 CTRL_MAX = 1 << 16
@@ -203,6 +203,9 @@ def runner(fd: int, target, spec: str, opts: dict[str, Any], slot, config: dict[
         conn.send(("error", describe(e)))
         return 0
     target.op_slot, target.trace_sums = slot, trace_buffer(slot)
+    from fuzz.targets.progress import set_process_slot
+
+    set_process_slot(slot)  # ``setting_up()`` in a py: cache marks its setup in this slot
     info = meta(target)
     custom_accepts = info["custom_accepts"]
     conn.send(("meta", info))
@@ -212,7 +215,7 @@ def runner(fd: int, target, spec: str, opts: dict[str, Any], slot, config: dict[
         except (EOFError, OSError):
             return 0
         if msg[0] in ("run", "bulk", "probe"):
-            slot[SEQ], slot[OP], slot[RUN] = msg[1], -1, 0
+            slot[SEQ], slot[OP], slot[RUN], slot[SETUP] = msg[1], -1, 0, 0
             reply = run_one(target, msg[2], slot, opts, custom_accepts) if msg[0] == "run" else \
                 bulk_one(target, msg, slot)
             slot[OP] = IDLE

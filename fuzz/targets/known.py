@@ -17,12 +17,22 @@ so the machinery lives here, once:
   (:mod:`fuzz.phases.known`).
 * :func:`raised_inside`: whether an exception came from the third-party package (a finding: the
   implementation raised on a spec-valid op) or from this repository's adapter (a harness fault).
+
+Which releases a finding applies to (DESIGN §4): from its first affected release on, releases newer than any
+the matrix ran included, until the matrix sees a release on which it no longer reproduces. A row's spans say
+so: ``"4.57+"`` is open (every release from 4.57 on: nobody has seen it fixed), ``"4.45-4.55"`` is closed (the
+matrix ran a later release where it did not reproduce: fixed in the next series it ran). A span never ends at
+"the newest release we happen to have run" — that is what made every known finding on transformers 5.25.0 (a
+day newer than the matrix) an unexplained failure. :data:`MATRIX_NEWEST` names the newest release of each
+library ``docs/compat.md`` has a row for; a target on a newer one says so (:func:`release_label`,
+:func:`release_warnings`).
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import re
 from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional, Sequence
@@ -41,10 +51,65 @@ def minor(release: str) -> tuple[int, int]:
 
 
 def in_span(release: str, span: str) -> bool:
-    """Is ``release`` in ``span``: one minor series (``"4.48"``) or an inclusive range of them
-    (``"4.45-4.51"``)?"""
+    """Is ``release`` in ``span``: one minor series (``"4.48"``), an inclusive range of them (``"4.45-4.51"``:
+    closed, the matrix saw the next series it ran fixed), or every series from one on (``"4.57+"``: open, not
+    seen fixed)?"""
+    if span.endswith("+"):
+        return minor(span[:-1]) <= minor(release)
     lo, _, hi = span.partition("-")
     return minor(lo) <= minor(release) <= minor(hi or lo)
+
+
+def is_open(span: str) -> bool:
+    """Does ``span`` reach every later release (``"4.57+"``)?"""
+    return span.endswith("+")
+
+
+def span_text(span: str) -> str:
+    """A span as the notes' release tables write it (``4.45 – 4.51``, ``4.57 and later (not seen fixed)``)."""
+    return f"{span[:-1]} and later (not seen fixed)" if is_open(span) else span.replace("-", " – ")
+
+
+#: The newest release of each library under test that ``docs/compat.md`` has a row for (``scripts/hf_matrix.sh``,
+#: ``scripts/engine_matrix.sh``); ``tests/test_compat_table.py`` and ``tests/test_engine_compat.py`` check it
+#: against the tables. A library missing here has no table: nothing is said about its releases.
+MATRIX_NEWEST: dict[str, str] = {
+    "transformers": "5.25.0",
+    "onnxruntime": "1.32.0",
+    "mlx-lm": "0.32.2",
+    "ctranslate2": "4.8.5",
+    "llama-cpp-python": "0.3.36",
+}
+
+
+def _release_key(release: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", release.split("+")[0])[:3])
+
+
+def newer_than_matrix(distribution: str, release: str) -> bool:
+    """Is ``release`` of ``distribution`` newer than the newest ``docs/compat.md`` ran?"""
+    newest = MATRIX_NEWEST.get(distribution)
+    return newest is not None and _release_key(release) > _release_key(newest)
+
+
+def release_label(distribution: str, release: str) -> str:
+    """How a report names the release a finding reproduced on: ``transformers 5.25.0``, with
+    ``(newer than docs/compat.md)`` where the matrix has not run it."""
+    return f"{distribution} {release}" + (" (newer than docs/compat.md)" if newer_than_matrix(distribution, release)
+                                          else "")
+
+
+def release_warnings(versions: dict[str, str]) -> list[str]:
+    """One warning per library of ``versions`` (a target's :meth:`~fuzz.targets.base.Target.versions`) newer
+    than the matrix. The text depends on the library and release only, so a campaign over many targets of one
+    library prints it once (warnings are printed deduplicated)."""
+    out = []
+    for dist, release in versions.items():
+        if newer_than_matrix(dist, str(release)):
+            out.append(f"{dist} {release} is newer than the newest release docs/compat.md ran ({MATRIX_NEWEST[dist]}): "
+                       "written-up findings still apply to it until a matrix run sees them fixed, and an API the "
+                       "adapter cannot drive is a harness fault naming it (run the matrix with --releases newest)")
+    return out
 
 
 @dataclass(frozen=True)
@@ -52,7 +117,8 @@ class Finding:
     id: str
     #: The target kinds it applies to (``dynamic``, ``hf:<model_type>``, ``ort:gqa``, ...).
     kinds: frozenset[str]
-    #: Minor series (``"4.45"``) or inclusive ranges of them (``"4.57-5.24"``) it applies to.
+    #: Minor series (``"4.45"``), closed ranges of them (``"4.45-4.51"``: fixed in the next series the matrix ran)
+    #: or open ones (``"4.57+"``: not seen fixed; releases newer than the matrix included) it applies to.
     releases: tuple[str, ...]
     #: Releases a release matrix reproduced it on (the note's release table).
     seen: tuple[str, ...]
@@ -166,7 +232,8 @@ class KnownFindingsTarget(Target):
         return set(self.known_findings(case))
 
     def finding_release(self) -> str:
-        """The package and release the findings are about, as a report names them (``transformers 5.24.0``)."""
+        """The package and release the findings are about, as a report names them (``transformers 5.24.0``;
+        :func:`release_label`)."""
         return "?"
 
     def finding_links(self) -> dict[str, dict[str, str]]:

@@ -33,7 +33,8 @@ from fuzz.paged.checks import Checker
 from fuzz.paged.ops import (OPTIONAL, Add, Admit, Batch, Chunk, Fork, Free, PagedCase, Preempt, Push, Spec,
                             is_paged)
 from fuzz.paged.oracle import PagedSpec, clip
-from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats, Target, TargetError, crash_from
+from fuzz.targets.base import Crash, HarnessFault, HarnessInterrupt, Mismatch, RunStats, Target, TargetError, \
+    crash_from, escaped, guarded, raised, subject_call
 from fuzz.targets.progress import OP
 from impl.errors import Unavailable
 
@@ -132,10 +133,12 @@ class PagedTarget(Target):
             raise HarnessFault(self.name, f"cannot take this case: {why}")
         try:
             return Run(self, case).run()
-        except (Mismatch, Crash, HarnessFault):
+        except (Mismatch, Crash, HarnessFault, HarnessInterrupt):
             raise
         except Exception as e:  # noqa: BLE001 - not raised by the cache: the harness failed
             raise HarnessFault(self.name, f"{type(e).__name__} in the harness: {e}") from e
+        except BaseException as e:  # noqa: BLE001 - a SystemExit from what the pool returned (a generator)
+            raise escaped(self.name, e) from e
 
 
 class Run:
@@ -398,21 +401,20 @@ def make_paged_py(path: str) -> PagedTarget:
     if not sep or not mod or not cls:
         raise TargetError(f"{spec}: expected paged-py:module.path:ClassName")
     try:
-        module = import_from_cwd(mod)
+        module = subject_call(import_from_cwd, mod)
     except Exception as e:  # noqa: BLE001 - any import failure is the user's to see
-        raise TargetError(f"{spec}: cannot import {mod!r} (from {os.getcwd()} or sys.path): "
-                          f"{type(e).__name__}: {e}") from e
+        raise TargetError(f"{spec}: cannot import {mod!r} (from {os.getcwd()} or sys.path): {raised(e)}") from e
     factory = getattr(module, cls, None)
     if factory is None:
         raise TargetError(f"{spec}: module {mod!r} has no attribute {cls!r}")
     if not callable(factory):
         raise TargetError(f"{spec}: {cls} is not a class")
     try:
-        factory()
+        subject_call(factory)
     except Exception as e:  # noqa: BLE001 - the user's constructor: whatever it raises is the reason
-        raise TargetError(f"{spec}: {cls}() failed: {type(e).__name__}: {e} (a paged target class is built with "
+        raise TargetError(f"{spec}: {cls}() failed: {raised(e)} (a paged target class is built with "
                           "no arguments; wrap it in a subclass whose __init__ supplies them)") from e
-    return PagedTarget(spec, factory)
+    return PagedTarget(spec, guarded(factory))  # every call into it is a boundary (fuzz.targets.base.Guarded)
 
 
 def _serving(name: str) -> PagedTarget:

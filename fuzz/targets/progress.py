@@ -11,7 +11,10 @@ child surviving:
 * ``RUN`` — the length of the trace call in progress (``0``: none): pushes ``OP .. OP + RUN - 1``
   of the case, or positions ``POS .. POS + RUN - 1`` of a bulk stream;
 * ``POS``, ``WINDOW``, ``DONE`` — bulk phase only: where the segment being traced starts, the
-  stream's window, and the tokens the earlier streams checked.
+  stream's window, and the tokens the earlier streams checked;
+* ``SETUP`` — how many times one-time setup (a model built, converted, compiled) began or ended in this
+  request: odd while the target is inside :func:`setting_up`. The supervisor times setup apart from the
+  ops (its own limit; never part of an op's measured cost), so a slow first call is not a hang.
 
 After :data:`HEADER` words come :data:`TRACE_WORDS` more, :attr:`~fuzz.targets.base.Target.trace_sums`:
 the checksum buffer the trace call in progress writes into, filled with :data:`UNWRITTEN`
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-SEQ, OP, RUN, POS, WINDOW, DONE = range(6)
+SEQ, OP, RUN, POS, WINDOW, DONE, SETUP = range(7)
 #: Words before the trace buffer.
 HEADER = 8
 #: Checksums one supervised trace call can report its progress in (1 MiB; longer runs are traced in pieces).
@@ -60,3 +63,39 @@ def running_push(slot, sums: np.ndarray, first: int) -> int:
 def running_op(slot, sums: np.ndarray) -> int:
     """The index of the op ``slot`` says was running (a push inside a traced run of pushes included)."""
     return running_push(slot, sums, int(slot[OP]))
+
+
+def in_setup(slot) -> bool:
+    """Whether ``slot`` says the target is inside :func:`setting_up`."""
+    return bool(int(slot[SETUP]) & 1)
+
+
+#: The slot of this process when it is a supervised runner (set by :mod:`fuzz.targets.isolated_child`), so a
+#: ``py:`` cache can mark its own setup with ``setting_up()`` without holding the slot.
+_process_slot = None
+
+
+def set_process_slot(slot) -> None:
+    global _process_slot
+    _process_slot = slot
+
+
+class setting_up:
+    """``with setting_up():`` marks one-time setup (building, converting, compiling a model; a first call per
+    shape) in the shared slot, so a supervisor does not count it toward an op's time limit (it has its own,
+    :data:`fuzz.config.SETUP_TIMEOUT`). A ``py:`` cache may use it around its own setup; targets use
+    :meth:`fuzz.targets.base.Target.setting_up`. Nested uses mark once; in process (no slot) it does nothing."""
+
+    __slots__ = ("slot", "outer")
+
+    def __init__(self, slot=None) -> None:
+        self.slot, self.outer = (slot if slot is not None else _process_slot), False
+
+    def __enter__(self) -> None:
+        if self.slot is not None and not in_setup(self.slot):
+            self.slot[SETUP] += 1
+            self.outer = True
+
+    def __exit__(self, *exc) -> None:
+        if self.outer:
+            self.slot[SETUP] += 1

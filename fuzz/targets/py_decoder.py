@@ -40,7 +40,7 @@ class PyDecoderTarget(Target):
         self.name = spec
         self.subject = Subject(spec, cls, parse_tolerance(getattr(cls, "tolerance", None), spec))
         probe = self.subject.new()
-        self.vocab = probe.full([0]).shape[-1]
+        self.vocab = self.subject.vocab = probe.full([0]).shape[-1]  # every later answer is checked against it
         ident = probe.identity()
         self.windowed = probe.has("set_identity") and isinstance(ident.get("window"), (list, tuple, int))
         self.layers = ident.get("window")

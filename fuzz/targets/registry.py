@@ -21,7 +21,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
-from fuzz.targets.base import Target, TargetError
+from fuzz.targets.base import Target, TargetError, TargetFault
 from impl.errors import Unavailable
 
 #: name -> ("module:function", runs on CPU).
@@ -121,9 +121,21 @@ def try_build(build: Callable[[], Target]) -> tuple[Target | None, str | None]:
 
 
 def resolve(spec: str) -> Target:
-    """Turn a ``--target`` value into a :class:`Target`, or raise :class:`TargetError` (exit 2)."""
-    target, why = probe(spec)
+    """Turn a ``--target`` value into a :class:`Target`, or raise :class:`TargetError` (exit 2); an adapter that
+    cannot drive the installed release (an ``Unavailable`` naming its ``release`` and ``api``) raises
+    :class:`TargetFault` (exit 3: a harness fault)."""
+    seen: list[Unavailable] = []
+
+    def build() -> Target:
+        try:
+            return _build(spec)
+        except Unavailable as e:
+            seen.append(e)
+            raise
+    target, why = try_build(build)
     if target is None:
+        if seen and hasattr(seen[0], "release") and hasattr(seen[0], "api"):
+            raise TargetFault(f"target {spec!r}: harness fault: {why}")
         raise TargetError(f"target {spec!r} is not available here: {why}")
     return target
 

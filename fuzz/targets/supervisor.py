@@ -3,10 +3,17 @@ one request at a time, and what a death or a hang means (:class:`Supervisor`).
 
 :mod:`fuzz.targets.isolated` is the target the campaign sees (:class:`~fuzz.targets.isolated.IsolatedTarget`);
 :mod:`fuzz.targets.isolated_child` is the code on the other side of the socket. A runner that dies
-running a case — a signal, an abort, a sanitizer report, an op past ``op_timeout``, a breach of
-``op_memory`` — becomes a crash reply naming the op the shared slot shows; a fork server that dies is
-restarted; a runner is forked per configuration, and per case while a failure is being shrunk
-(:attr:`Supervisor.fresh`).
+running a case — a signal, an abort, a sanitizer report, a confirmed hang, a breach of ``op_memory`` —
+becomes a crash reply naming the op the shared slot shows; a fork server that dies is restarted; a runner is
+forked per configuration, and per case while a failure is being shrunk (:attr:`Supervisor.fresh`).
+
+A slow machine is never a finding (DESIGN §4). Time the target spends in one-time setup (a model built,
+converted or compiled, marked with :meth:`fuzz.targets.base.Target.setting_up`) is timed apart under
+:data:`~fuzz.config.SETUP_TIMEOUT` and never counted as an op; an op's limit is ``--op-timeout`` when given,
+else :data:`~fuzz.config.OP_TIMEOUT_FACTOR` times the slowest op measured so far, at least
+:data:`~fuzz.config.OP_TIMEOUT`. A request that runs past its limit is run again alone, in a fresh runner, with
+:data:`~fuzz.config.CONFIRM_FACTOR` times the limit: only a second timeout is a hang (a crash reply); a case that
+ends then was slow, and is kept in :attr:`Supervisor.slow` (reported, never a seed).
 """
 
 from __future__ import annotations
@@ -25,10 +32,12 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from fuzz.config import CampaignConfig
+from fuzz.config import CONFIRM_FACTOR, OP_TIMEOUT, OP_TIMEOUT_FACTOR, SETUP_TIMEOUT, CampaignConfig
 from fuzz.targets.base import HarnessFault, TargetError
 from fuzz.targets.isolated_child import recv_msg, send_msg
-from fuzz.targets.progress import DONE, IDLE, OP, POS, SEQ, WINDOW, WORDS, running_op, running_push, trace_buffer
+from fuzz.targets.progress import (
+    DONE, IDLE, OP, POS, SEQ, SETUP, WINDOW, WORDS, running_op, running_push, trace_buffer,
+)
 
 
 NATIVE_BUILTINS = ("ring-c", "cuda-index", "cuda-ring", "cuda-decoder", "paged-c")
@@ -39,7 +48,7 @@ NATIVE_PREFIXES = ("c:", "paged-c:", "ct2:")
 #: Targets built on torch: their fork server imports torch once (importing it is safe before a fork; building
 #: the target is not — CUDA cannot be used across a fork — so each runner builds its own).
 TORCH_SPECS = ("cuda-", "decoder", "hf-", "mutant:decoder-")
-#: Seconds a child may take to start and build its target (a CUDA build may compile kernels).
+#: Seconds a child may take to start and build its target (a CUDA build may compile kernels): setup, never an op.
 STARTUP_TIMEOUT = 600.0
 #: How often the supervisor looks at the op slot while a case runs (it wakes at once on a reply).
 POLL_S = 0.1
@@ -120,9 +129,15 @@ class Supervisor:
     shares. A runner is forked for one configuration (``None``: the target as built); a request for
     another configuration, or (``fresh``) any request after the runner ran one, gets a new runner."""
 
-    def __init__(self, spec: str, *, op_timeout: float, op_memory: int | None, sanitize: bool):
-        self.spec, self.op_timeout, self.op_memory, self.sanitize = spec, op_timeout, op_memory, sanitize
+    def __init__(self, spec: str, *, op_timeout: float | None, op_memory: int | None, sanitize: bool):
+        #: ``--op-timeout`` as given (``None``: the limit follows the measured cost, :attr:`op_timeout`).
+        self.explicit_timeout = None if op_timeout is None else float(op_timeout)
+        self.spec, self.op_memory, self.sanitize = spec, op_memory, sanitize
         self.name = spec
+        #: The longest stretch (seconds) one op — outside setup — has run in a request that answered.
+        self.slowest = 0.0
+        #: Requests that timed out once and ended when run again alone: slow, not hung (never a finding).
+        self.slow: list[dict[str, Any]] = []
         self.fresh = False
         self.publishes_ops = False
         self._env = dict(os.environ)
@@ -145,6 +160,25 @@ class Supervisor:
         except (OSError, HarnessFault) as e:
             self.close()
             raise TargetError(f"target {spec!r}: the isolated child could not start: {e}{self._log_tail()}") from e
+
+    @property
+    def op_timeout(self) -> float:
+        """Seconds one op may run now: ``--op-timeout`` when given, else :data:`OP_TIMEOUT_FACTOR` x the slowest
+        op measured so far, at least :data:`OP_TIMEOUT`."""
+        if self.explicit_timeout is not None:
+            return self.explicit_timeout
+        return max(OP_TIMEOUT, OP_TIMEOUT_FACTOR * self.slowest)
+
+    def limit_text(self) -> str:
+        """Where the op limit comes from, for a message."""
+        if self.explicit_timeout is not None:
+            return "--op-timeout"
+        return f"{OP_TIMEOUT_FACTOR:g} x the slowest op so far, at least {OP_TIMEOUT:g} s; --op-timeout sets it"
+
+    def take_slow(self) -> list[dict[str, Any]]:
+        """The slow-but-not-hung requests noted since the last call (and forget them)."""
+        out, self.slow = self.slow, []
+        return out
 
     def hello(self, config: CampaignConfig | None) -> dict[str, Any]:
         """The metadata of the target as ``config`` configures it (a runner is forked for it now);
@@ -305,8 +339,8 @@ class Supervisor:
         if self._runner is not None and ((self.fresh and self._runner.used)
                                          or runner_key(self._runner.config) != runner_key(config)):
             self._drop_runner()
-        if self._runner is None:
-            hello = self._fork(config)
+        if self._runner is None:  # building the target in the runner is setup: the startup limit, not an op's
+            hello = self._fork(config, STARTUP_TIMEOUT)
             if hello[0] != "meta":
                 raise HarnessFault(self.name, self._error_text(hello[1]))
         assert self._runner is not None
@@ -328,41 +362,97 @@ class Supervisor:
             runner.conn.send(msg)
         runner.used = True
         reply = self._await(runner, msg, mark)
+        if reply[0] == "timed-out":
+            reply = self._confirm(msg, config, reply)
         if reply[0] == "server-died":  # the runner died with the fork server, not of the case
             if not retry:
                 return ("harness", f"the isolation fork server died twice{self._log_tail()}")
             return self.request(msg, config, retry=False)
         return reply
 
-    def _await(self, runner: _Runner, msg: tuple, mark: int) -> tuple:
+    def _confirm(self, msg: tuple, config: CampaignConfig | None, first: tuple) -> tuple:
+        """Run ``msg`` again alone — a fresh runner, nothing else in it — with :data:`CONFIRM_FACTOR` times the
+        limit ``first`` (a ``"timed-out"`` answer of :meth:`_await`) ran past: a second timeout is a hang (the
+        crash reply); an answer is the case's outcome, and the first timeout is noted in :attr:`slow`."""
+        _, crash, what, limit = first
+        self._drop_runner()
+        runner = self._live_runner(config)
+        if msg[0] in SEQUENCED:
+            self._seq += 1
+            msg = (msg[0], self._seq, *msg[2:])
+        mark = self._log_mark()
+        began = time.monotonic()
+        try:
+            runner.conn.send(msg)
+        except OSError:
+            self._reap(runner)
+            return crash
+        runner.used = True
+        reply = self._await(runner, msg, mark, scale=CONFIRM_FACTOR)
+        if reply[0] != "timed-out":
+            where = ("in setup" if what == "setup" else
+                     f"at op #{crash[1]} ({_op_text(crash[2])})" if crash[0] == "crash" and crash[1] is not None else
+                     f"in the {msg[0]} request")
+            self.slow.append({"target": self.name, "request": msg[0], "where": where, "limit": round(limit, 3),
+                              "rerun_seconds": round(time.monotonic() - began, 3),
+                              "case": str(msg[2]) if msg[0] == "run" else None})
+            return reply
+        again = reply[1]
+        detail = (f"timed out: {'setup' if what == 'setup' else 'the op'} ran longer than {limit:g} s, and longer "
+                  f"than {reply[3]:g} s when run again alone in a fresh child "
+                  f"({'setup limit' if what == 'setup' else self.limit_text()}); the child was killed")
+        if again[0] == "crash":
+            return (*again[:3], detail, *again[4:])
+        if again[0] == "bulk-crash":
+            return (*again[:4], detail, *again[5:])
+        return again
+
+    def _await(self, runner: _Runner, msg: tuple, mark: int, scale: float = 1.0) -> tuple:
+        """The runner's reply to ``msg``; the crash reply when it dies; ``("timed-out", crash reply, "op" |
+        "setup", limit)`` when the slot stands still past the limit (the runner is killed): an op past
+        :attr:`op_timeout` x ``scale``, a stretch of setup past :data:`SETUP_TIMEOUT` x ``scale``. The longest
+        stretch of an op (setup left out) in a request that answered raises :attr:`slowest`."""
         seq = msg[1] if msg[0] in SEQUENCED else None
-        slot, timeout = self._slot, self.op_timeout
-        last, since = None, time.monotonic()
+        slot = self._slot
+        start = time.monotonic()
         if spin_until_readable(runner.poller, SPIN_S):
             try:
                 return runner.conn.recv()
             except (EOFError, OSError):
                 return self._crash_reply(msg, seq, self._reap(runner), mark)
+        last, since, longest = None, start, 0.0
         while True:
-            if runner.poller.poll(POLL_S * 1000):
+            readable = runner.poller.poll(POLL_S * 1000)
+            now = time.monotonic()
+            cur = (slot[SEQ], slot[OP], slot[POS], slot[SETUP])  # a bulk stream moves on segment by segment
+            if cur != last:
+                if last is not None:
+                    if not last[3] & 1:
+                        longest = max(longest, now - since)
+                    since = now
+                last = cur
+            if readable:
                 try:
-                    return runner.conn.recv()
+                    reply = runner.conn.recv()
                 except (EOFError, OSError):
                     break
-            now = time.monotonic()
-            cur = (slot[SEQ], slot[OP], slot[POS])  # a bulk stream moves on segment by segment
-            if cur != last:
-                last, since = cur, now
-            elif now - since > timeout:
+                if not cur[3] & 1:
+                    longest = max(longest, now - since)
+                self.slowest = max(self.slowest, longest)
+                return reply
+            setup = bool(cur[3] & 1)
+            limit = (SETUP_TIMEOUT if setup else self.op_timeout) * scale
+            if now - since > limit:
                 self._kill(runner)
-                return self._crash_reply(msg, seq, None, mark, timed_out=True)
+                return ("timed-out", self._crash_reply(msg, seq, None, mark, timed_out=limit),
+                        "setup" if setup else "op", limit)
         status = self._reap(runner)
         return self._crash_reply(msg, seq, status, mark)
 
     def _crash_reply(self, msg: tuple, seq: int | None, status: int | None, mark: int, *,
-                     timed_out: bool = False) -> tuple:
+                     timed_out: float | None = None) -> tuple:
         """The reply a runner that died (or was killed on timeout) running ``msg`` stands for."""
-        if not timed_out and (self._proc is None or self._proc.poll() is not None):
+        if timed_out is None and (self._proc is None or self._proc.poll() is not None):
             return ("server-died",)
         slot = self._slot
         index: int | None = None
@@ -375,8 +465,8 @@ class Supervisor:
         log = self._log_since(mark)
         report = sanitizer_report(log)
         sig = None
-        if timed_out:
-            detail = f"timed out: the op ran longer than {self.op_timeout:g} s (--op-timeout); the child was killed"
+        if timed_out is not None:  # the first timeout: :meth:`_confirm` runs it again before it is a hang
+            detail = f"timed out: the op ran longer than {timed_out:g} s; the child was killed"
         else:
             sig, detail = describe_death(status)
             if report is not None:
@@ -413,6 +503,11 @@ class Supervisor:
         except (OSError, ValueError):
             return ""
         return f"; its last output: {text.splitlines()[-1][:300]}" if text else ""
+
+
+def _op_text(op: Any) -> str:
+    text = getattr(op, "text", None)
+    return text if isinstance(text, str) else str(op)
 
 
 def spin_until_readable(poller, seconds: float) -> bool:

@@ -11,7 +11,8 @@ An entry is a folder ``<root>/<kind>/<hash>/`` holding the converter's files and
 parses, names the same key and every file matches; anything else (a half-written folder, a
 truncated file, a flipped bit) is removed and rebuilt, never used. Writes are atomic: the
 converter writes into a temporary sibling folder that is renamed into place once its manifest is
-written; a concurrent builder that loses the race uses the winner's entry.
+written; a concurrent builder that loses the race uses the winner's entry. The temporary folder of a
+conversion that was killed is removed by the next one (:func:`clean_stale`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -75,6 +78,46 @@ def verify(folder: Path, key: dict[str, Any]) -> bool:
         return False
 
 
+#: A temporary folder of :func:`entry`: ``.<hash>.<pid>.<random>``.
+TEMP_NAME = re.compile(r"^\.[0-9a-f]{20}\.(?P<pid>\d+)\.[^.]+$")
+#: A temporary folder older than this (seconds) is stale even if a process of its pid is alive (pids are reused).
+TEMP_STALE_S = 3600.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
+
+
+def clean_stale(base: Path) -> list[Path]:
+    """Remove the temporary folders a killed conversion left in ``base`` (its process is gone, or the folder is
+    older than :data:`TEMP_STALE_S`), the rule :func:`fuzz.seeds.clean_stale_temps` applies to seed files;
+    returns what was removed. Entries themselves are never touched here (:func:`verify` judges them)."""
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return removed
+    now = time.time()
+    for e in entries:
+        m = TEMP_NAME.match(e.name)
+        if m is None or not e.is_dir(follow_symlinks=False):
+            continue
+        pid = int(m["pid"])
+        try:
+            if (pid != os.getpid() and not _alive(pid)) or now - e.stat(follow_symlinks=False).st_mtime > TEMP_STALE_S:
+                shutil.rmtree(e.path)
+                removed.append(Path(e.path))
+        except OSError:
+            continue
+    return removed
+
+
 def entry(kind: str, key: dict[str, Any], build: Callable[[Path], None]) -> Path:
     """The folder of ``kind``'s entry for ``key``, built by ``build(folder)`` (which writes the
     converter's files into the empty ``folder``) when no valid entry exists. A corrupt entry is
@@ -83,9 +126,10 @@ def entry(kind: str, key: dict[str, Any], build: Callable[[Path], None]) -> Path
     final = base / key_hash(key)
     if final.is_dir() and verify(final, key):
         return final
+    clean_stale(base)
     try:
         base.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=base))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.{os.getpid()}.", dir=base))
     except OSError as e:
         raise StoreError(f"cannot write the conversion cache {base}: {e} (set {ENV} to a writable folder)") from e
     try:

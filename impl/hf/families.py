@@ -53,6 +53,7 @@ from typing import Any, Optional, Sequence, Union
 
 import torch
 
+from impl.errors import Unavailable, window_probe
 from impl.hf import compat
 from impl.hf.models import greedy_generation
 
@@ -247,6 +248,9 @@ class Family:
         self._attn: list[str] = []
         #: attention implementation -> why it is not offered here
         self.attn_unavailable: dict[str, str] = {}
+        #: attention implementation -> how its probe died with the sliding window (it ran without one, so it is
+        #: offered: :func:`impl.errors.window_probe`); the campaign reproduces the death as a crash finding
+        self.probe_crashes: dict[str, str] = {}
 
     # -- what the release offers
 
@@ -263,8 +267,12 @@ class Family:
         """The CPU attention implementations the class declares support for and that run here: each
         is tried once (a cached prefill + decode and the reference); :attr:`attn_unavailable` says
         why one is left out. Flex attention is tried in a child process (:func:`flex_runs`): its CPU
-        kernels are compiled by inductor, and with torch 2.13 the cached decode fails to compile
-        (5.x) or the compiled kernel aborts the process (4.56-5.0). ``flex=False`` leaves it out untried."""
+        kernels are compiled by inductor, and with torch 2.13 they fail to compile or abort the process
+        (scripts/repro/hf_flex_attention_cpu.py: on 5.24.0 a Mistral dies with a window of 3, of 64 and with
+        none). A death with the window is re-run
+        without it (:func:`impl.errors.window_probe`): if that runs, flex attention is offered and the death
+        is in :attr:`probe_crashes` (a crash finding for the campaign), else it is left out with both
+        reasons. ``flex=False`` leaves it out untried."""
         want = [a for a in CPU_ATTENTION if a != "flex_attention" or flex]
         flags = {"eager": True, "sdpa": getattr(self.cls, "_supports_sdpa", False),
                  "flex_attention": getattr(self.cls, "_supports_flex_attn", False)}
@@ -275,9 +283,15 @@ class Family:
                 self.attn_unavailable[attn] = f"{self.cls.__name__} does not declare {attn} support"
                 continue
             if attn == "flex_attention":
-                why = flex_runs(self.model_type)
-                if why is not None:
-                    self.attn_unavailable[attn] = why
+                try:  # died with the window only: offered, and the crash is the campaign's to find (DESIGN §4)
+                    crash = window_probe(lambda: flex_runs(self.model_type),
+                                         lambda: flex_runs(self.model_type, window=False))
+                except Unavailable as e:
+                    self.attn_unavailable[attn] = str(e)
+                    continue
+                if crash is not None:
+                    self.probe_crashes[attn] = crash
+                    self._attn.append(attn)
                     continue
             try:
                 self._try(attn)
@@ -447,11 +461,14 @@ class Family:
 _FLEX: dict[str, Optional[str]] = {}
 
 
-def flex_runs(model_type: str, timeout: float = 600.0) -> Optional[str]:
+def flex_runs(model_type: str, timeout: float = 600.0, window: bool = True) -> Optional[str]:
     """``None`` if ``model_type``'s flex attention survives :meth:`Family._try` in a child process,
     else why not (its exception, exit status or signal). A child, because a compiled kernel that
-    aborts would take the caller down with it; the answer is kept for the process's lifetime."""
-    if model_type not in _FLEX:
+    aborts would take the caller down with it; the answer is kept for the process's lifetime.
+    ``window=False`` runs the same model with the window disabled (``ignore_window``): the second
+    question of :func:`impl.errors.window_probe`."""
+    key = model_type if window else f"{model_type}/no-window"
+    if key not in _FLEX:
         import os
         import subprocess
         import sys
@@ -461,22 +478,22 @@ def flex_runs(model_type: str, timeout: float = 600.0) -> Optional[str]:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
         code = ("import warnings; warnings.simplefilter('ignore')\n"
                 "from impl.hf.families import Family\n"
-                f"Family({model_type!r})._try('flex_attention')\n")
+                f"Family({model_type!r}, ignore_window={not window})._try('flex_attention')\n")
         try:
             r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                                timeout=timeout)
         except subprocess.TimeoutExpired:
-            _FLEX[model_type] = f"flex attention did not finish in {timeout:g} s"
+            _FLEX[key] = f"flex attention did not finish in {timeout:g} s"
         else:
             if r.returncode == 0:
-                _FLEX[model_type] = None
+                _FLEX[key] = None
             else:
                 lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
                 errs = [ln for ln in lines if "Error" in ln and not ln.startswith(" ")]
                 how = f"signal {-r.returncode}" if r.returncode < 0 else f"exit status {r.returncode}"
                 last = (errs or lines or ["(no output)"])[-1][:200]
-                _FLEX[model_type] = f"a flex attention run died ({how}): {last}"
-    return _FLEX[model_type]
+                _FLEX[key] = f"a flex attention run died ({how}): {last}"
+    return _FLEX[key]
 
 
 def probe(model_type: str) -> None:

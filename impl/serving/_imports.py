@@ -116,6 +116,12 @@ def import_vllm() -> SimpleNamespace:
     for attr in ("get_block_ids", "free", "block_pool"):
         if attr != "block_pool" and not hasattr(KVCacheManager, attr):
             raise EngineIncompatible("vllm", rel, f"KVCacheManager.{attr}", "is missing")
+    try:  # the adapter's token ids are 62-bit payload digests (impl/serving/_base.py: token_id)
+        Request("kvwindow-probe", [1 << 40], SamplingParams(max_tokens=1), None, cache_salt=None, block_hasher=None)
+    except OverflowError as e:  # 0.34.0: vllm.v1.token_buffer.TokenBuffer, an int32 array
+        raise EngineIncompatible("vllm", rel, "Request(prompt_token_ids)",
+                                 f"holds token ids as 32-bit ints ({e}); the adapter's ids are 62-bit digests of "
+                                 "the payload and must learn to fit 31 bits without collisions") from e
     _VLLM = SimpleNamespace(release=rel, KVCacheManager=KVCacheManager, SlidingWindowSpec=SlidingWindowSpec,
                             FullAttentionSpec=FullAttentionSpec, KVCacheConfig=KVCacheConfig,
                             KVCacheGroupSpec=KVCacheGroupSpec, get_request_block_hasher=get_request_block_hasher,

@@ -266,3 +266,5 @@ theorem wf_dropRef_release {α : Type} (N : Nat) (P : Pool α) (s b : Nat) (l : 
   have e1 := dropRef_count P s l hnd hs d
   have e2 := hcnt d
   omega
+
+end KVWindow

@@ -85,7 +85,8 @@ theorem holds_addSeq {α : Type} (W B N : Nat) (P P' : Pool α) (H : Nat → Lis
       exact ite_pos' hc _ _
     rw [e] at hr
     exact absurd hr (none_ne_some' P')
-  · have e : addSeq P s = some { P with live := s :: P.live, table := upd P.table s [],
+  · have e : addSeq P s = some { P with
+        live := s :: P.live, table := upd P.table s [],
         len := upd P.len s 0, ident := upd P.ident s 0 } := by
       unfold addSeq
       exact ite_neg' hc _ _
@@ -141,7 +142,8 @@ theorem holds_forkSeq {α : Type} (W B N : Nat) (P P' : Pool α) (H : Nat → Li
     (src dst : Nat) (h : PoolHolds W B N P H) (hr : forkSeq P src dst = some P') :
     PoolHolds W B N P' (upd H dst (H src)) ∧ (∀ t, InL t P.live → InL t P'.live) := by
   by_cases hc : memN src P.live = true ∧ ¬ memN dst P.live = true
-  · have e : forkSeq P src dst = some { P with live := dst :: P.live,
+  · have e : forkSeq P src dst = some { P with
+        live := dst :: P.live,
         table := upd P.table dst (P.table src), len := upd P.len dst (P.len src),
         ident := upd P.ident dst (P.ident src) } := by
       unfold forkSeq

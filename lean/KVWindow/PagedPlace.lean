@@ -218,7 +218,8 @@ theorem wf_take {α : Type} (N : Nat) (P : Pool α) (s j c : Nat) (rest : List N
         · intro h5
           have h8 := h5.2
           exact hfd.1 ((hfr d).2 ⟨h5.1, by omega⟩)
-  have h4 : RefsOK N { P with free := rest, table := upd P.table s (setExt (P.table s) j (some c)),
+  have h4 : RefsOK N { P with
+      free := rest, table := upd P.table s (setExt (P.table s) j (some c)),
       mem := m } := by
     unfold RefsOK
     intro t ht k b hk
@@ -241,7 +242,8 @@ theorem wf_take {α : Type} (N : Nat) (P : Pool α) (s j c : Nat) (rest : List N
     · have e1 : upd P.table s (setExt (P.table s) j (some c)) t = P.table t :=
         upd_ne P.table s (setExt (P.table s) j (some c)) t hts
       exact refsOK_at N P hrefs t k b ht' ((congrArg (fun l => getSlot l k) e1).symm.trans hk)
-  exact poolWF_intro N { P with free := rest, table := upd P.table s (setExt (P.table s) j (some c)),
+  exact poolWF_intro N { P with
+      free := rest, table := upd P.table s (setExt (P.table s) j (some c)),
       mem := m } h1 hfnd2.2 h3 h4
 
 /-! ## The three cases of `placeWith` -/
@@ -251,7 +253,8 @@ fields given by equations): every fact `holds_place` needs but the slots. -/
 theorem take_facts {α : Type} (N : Nat) (P P1 : Pool α) (s c : Nat) (rest : List Nat) (B : Nat)
     (m : Nat → Nat → Option α) (hwf : PoolWF N P) (hs : InL s P.live) (hf : P.free = c :: rest)
     (hold : ∀ b, getSlot (P.table s) (P.len s / B) = some b → 2 ≤ refcount P b)
-    (e : { P with free := rest, table := upd P.table s (setExt (P.table s) (P.len s / B) (some c)),
+    (e : { P with
+      free := rest, table := upd P.table s (setExt (P.table s) (P.len s / B) (some c)),
       mem := m } = P1) :
     PoolWF N P1 ∧ P1.live = P.live ∧ P1.len = P.len ∧ P1.mem = m ∧
       (∀ t, ¬ t = s → P1.table t = P.table t) ∧
@@ -303,7 +306,8 @@ theorem holds_placeWith {α : Type} (W B N : Nat) (P P1 : Pool α) (H : Nat → 
       exact absurd hp2 (none_ne_some' P1)
     | cons c rest =>
       rw [hf] at hp2
-      have hp3 : some { P with free := rest,
+      have hp3 : some { P with
+          free := rest,
           table := upd P.table s (setExt (P.table s) (P.len s / B) (some c)),
           mem := writeMem P.mem c (P.len s % B) x } = some P1 := hp2
       obtain ⟨hwf1, hlive, hlen, hmem, htab, ha1, ha2, huniq⟩ :=
@@ -339,7 +343,8 @@ theorem holds_placeWith {α : Type} (W B N : Nat) (P P1 : Pool α) (H : Nat → 
         exact absurd hp3 (none_ne_some' P1)
       | cons c rest =>
         rw [hf] at hp3
-        have hp4 : some { P with free := rest,
+        have hp4 : some { P with
+            free := rest,
             table := upd P.table s (setExt (P.table s) (P.len s / B) (some c)),
             mem := writeMem (copyBlock P.mem b c) c (P.len s % B) x } = some P1 := hp3
         have hold : ∀ b', getSlot (P.table s) (P.len s / B) = some b' → 2 ≤ refcount P b' := by
@@ -395,3 +400,5 @@ theorem holds_placeWith {α : Type} (W B N : Nat) (P P1 : Pool α) (H : Nat → 
         exact writeMem_ne P.mem b (P.len s % B) x d i (fun hh => hd hh.1)
       exact ⟨holds_place W B N P P1 H s b x h hwf1 hlive hlen htab ha1 ha2 hw hcopy hother
         (refcount_unique P s (P.len s / B) b hs hg h2), hlive⟩
+
+end KVWindow

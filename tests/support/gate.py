@@ -30,10 +30,11 @@ def steps(doc: dict) -> dict[int, dict]:
 
 
 def context(baseline: str, candidate: str, kind: str = "layout", claim: str = "exact", smoke: bool = True):
-    """A prepared context, as ``kvwindow gate`` builds it (no report folder is touched)."""
+    """A prepared context, as ``kvwindow gate`` builds it (no report folder is touched), its subjects in this
+    process (``--no-isolate``: single steps are tested here; whole runs, isolated, by :func:`run_gate`)."""
     args = cfgmod.build_parser().parse_args(["--baseline", baseline, "--candidate", candidate, "--intervention",
-                                             kind, "--claim", claim, "--pyproject", "/nonexistent/pyproject.toml"]
-                                            + (["--smoke"] if smoke else []))
+                                             kind, "--claim", claim, "--pyproject", "/nonexistent/pyproject.toml",
+                                             "--no-isolate"] + (["--smoke"] if smoke else []))
     return prepare(cfgmod.load(args), lambda s: None)
 
 

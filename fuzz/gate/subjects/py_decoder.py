@@ -14,6 +14,7 @@ import os
 from typing import Any
 
 from fuzz.gate.protocol import Subject, check_class, parse_tolerance, ProtocolUsageError
+from fuzz.targets.base import raised, subject_call
 from fuzz.targets.cache import import_from_cwd
 
 PREFIXES = ("py-decoder:",)
@@ -27,18 +28,17 @@ def load_class(spec: str) -> Any:
     if not sep or not mod or not cls:
         raise ProtocolUsageError(f"{spec}: expected py-decoder:module.path:ClassName")
     try:
-        module = import_from_cwd(mod)
+        module = subject_call(import_from_cwd, mod)
     except Exception as e:  # noqa: BLE001 - any import failure is the user's to see
-        raise ProtocolUsageError(f"{spec}: cannot import {mod!r} (from {os.getcwd()} or sys.path): "
-                                 f"{type(e).__name__}: {e}") from e
+        raise ProtocolUsageError(f"{spec}: cannot import {mod!r} (from {os.getcwd()} or sys.path): {raised(e)}") from e
     factory = getattr(module, cls, None)
     if factory is None:
         raise ProtocolUsageError(f"{spec}: module {mod!r} has no attribute {cls!r}")
     check_class(factory, spec)
     try:
-        factory()
+        subject_call(factory)
     except Exception as e:  # noqa: BLE001 - the user's constructor: whatever it raises is the reason
-        raise ProtocolUsageError(f"{spec}: {cls}() failed: {type(e).__name__}: {e} (a decoder class is built with "
+        raise ProtocolUsageError(f"{spec}: {cls}() failed: {raised(e)} (a decoder class is built with "
                                  "no arguments; wrap it in a subclass whose __init__ supplies them)") from e
     return factory
 

@@ -23,13 +23,13 @@ from __future__ import annotations
 import importlib
 import os
 from abc import abstractmethod
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
 from fuzz.ops import Case, Op
 from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats
-from fuzz.targets.known import Finding, KnownFindingsTarget, raised_inside, repo_root
+from fuzz.targets.known import Finding, KnownFindingsTarget, raised_inside, release_label, repo_root
 
 
 class EngineCallFailed(Exception):
@@ -80,7 +80,7 @@ class EngineTarget(KnownFindingsTarget):
         return [f for f in self.findings if f.applies(self.finding_kind, self.release)]
 
     def finding_release(self) -> str:
-        return f"{self.distribution} {self.release}"
+        return release_label(self.distribution, self.release)
 
     # -- running a case
 
@@ -147,13 +147,47 @@ def close_enough(got: Any, want: Any, atol: float, rtol: float) -> Optional[str]
             f"reference {w[i]:.6g} (|err| {err[i]:.3g} > {atol:g} + {rtol:g}*|ref|)")
 
 
-def probe_once(cache: dict, key: Any, probe, *args: Any) -> None:
-    """Run an adapter's probe once per process and key; re-raise what it raised (an ``Unavailable``) each time."""
+#: (probe key) -> how the probe died with the window while the same call without one ran (DESIGN §4): the
+#: target stays available and its campaign reproduces the death as a crash finding with a seed.
+PROBE_CRASHES: dict = {}
+
+
+def probe_once(cache: dict, key: Any, probe, *args: Any, plain: Optional[Callable[[], Any]] = None) -> None:
+    """Run an adapter's probe once per process and key; re-raise what it raised (an ``Unavailable``) each time.
+
+    ``plain`` is the same probe with the window disabled, where the adapter has one: a windowed probe that dies
+    (an exception, or :class:`~impl.engines.EngineIncompatible`) is re-run as ``plain``; if that runs, the
+    engine drives fine and died on the window only — a crash for the campaign to find, recorded in
+    :data:`PROBE_CRASHES`, never "unavailable" (:func:`impl.errors.window_probe`). A missing package
+    (:class:`~impl.engines.EngineUnavailable` that is not an incompatibility) is never re-run."""
+    from impl.engines import EngineIncompatible, EngineUnavailable
+    from impl.errors import Unavailable, window_probe
+
     if key not in cache:
+        raised: list[BaseException] = []
+
+        def died(run) -> Optional[str]:
+            try:
+                run()
+            except EngineUnavailable as e:
+                if not isinstance(e, EngineIncompatible):
+                    raise
+                raised.append(e)
+                return str(e)
+            except Exception as e:  # noqa: BLE001 - how it died, kept as the reason
+                raised.append(e)
+                return f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            return None
+
         try:
-            probe(*args)
-            cache[key] = None
-        except Exception as e:  # noqa: BLE001 - kept and re-raised: the target is unavailable with it
+            if plain is None:
+                cache[key] = None if died(lambda: probe(*args)) is None else raised[0]
+            else:
+                crash = window_probe(lambda: died(lambda: probe(*args)), lambda: died(plain))
+                cache[key] = None
+                if crash is not None:
+                    PROBE_CRASHES[key] = crash
+        except Unavailable as e:  # not installed, or died without the window too (window_probe names both)
             cache[key] = e
     if cache[key] is not None:
         raise cache[key]

@@ -115,14 +115,16 @@ class Ct2Target(EngineTarget):
 
     def tiny_for(self, w: int) -> tiny.TinyModel:
         if w not in self._tiny:
-            self._tiny[w] = tiny.build(self.arch, w, overrides=OVERRIDES.get(self.arch))
+            with self.setting_up():  # one-time setup per window: never part of an op's time limit
+                self._tiny[w] = tiny.build(self.arch, w, overrides=OVERRIDES.get(self.arch))
         return self._tiny[w]
 
     def model(self, w: int, threads: int) -> ct2.Ct2Model:
         key = (w, threads)
         if key not in self._models:
             try:
-                self._models[key] = ct2.Ct2Model(self.tiny_for(w), threads)
+                with self.setting_up():  # converting (or loading the stored conversion) is setup, not an op
+                    self._models[key] = ct2.Ct2Model(self.tiny_for(w), threads)
             except Exception as e:  # noqa: BLE001 - converting/loading is setup: the adapter's fault
                 raise self.fault(e, f"converting the tiny {self.arch} model (W={w})") from e
         return self._models[key]

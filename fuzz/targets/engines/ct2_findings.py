@@ -101,22 +101,22 @@ def _says(*words: str):
 
 
 FINDINGS: tuple[Finding, ...] = (
-    Finding("ct2-forward-past-window", SLIDING, ("4.0-4.8",), EVERY, _forward_past_window,
+    Finding("ct2-forward-past-window", SLIDING, ("4.0+",), EVERY, _forward_past_window,
             "forward_batch / score_batch of a row longer than W",
             failure=lambda e: isinstance(e, Crash) and ("forward_batch" in str(e) or "score_batch" in str(e))
             and "ragged" not in str(e)),
-    Finding("ct2-forward-past-window", frozenset(k + BATCH for k in SLIDING), ("4.0-4.8",), EVERY, _ragged_batch,
+    Finding("ct2-forward-past-window", frozenset(k + BATCH for k in SLIDING), ("4.0+",), EVERY, _ragged_batch,
             "forward_batch of two rows of different lengths, W < 32 (the opt-in batch path)",
             failure=lambda e: isinstance(e, Crash) and "2 ragged rows" in str(e)),
-    Finding("ct2-chunked-prefill-window", frozenset({"ct2:mistral", "ct2:gemma2"}), ("4.4-4.8",), FROM_44,
+    Finding("ct2-chunked-prefill-window", frozenset({"ct2:mistral", "ct2:gemma2"}), ("4.4+",), FROM_44,
             _prefill_past_window, "generate with a prompt of W + 2 tokens or more forwarded at once (W >= 2)",
             failure=_says("[generate_batch", "[generate_tokens]")),
-    Finding("ct2-chunked-prefill-window", frozenset({"ct2:gemma3_text"}), ("4.7-4.8",), ("4.7.1", "4.8.5"),
+    Finding("ct2-chunked-prefill-window", frozenset({"ct2:gemma3_text"}), ("4.7+",), ("4.7.1", "4.8.5"),
             _prefill_past_window_any, "generate with a prompt of W + 2 tokens or more forwarded at once (any W)",
             failure=_says("[generate_batch", "[generate_tokens]")),
-    Finding("ct2-ragged-one-token-prompt", KINDS, ("4.4-4.8",), FROM_44, _ragged_one_token,
+    Finding("ct2-ragged-one-token-prompt", KINDS, ("4.4+",), FROM_44, _ragged_one_token,
             "generate_batch of ragged prompts one of which is a single token",
             failure=_says("[generate_batch row")),
-    Finding("ct2-gemma2-window-dropped", frozenset({"ct2:gemma2"}), ("4.4-4.8",), FROM_44, _longer_than_window,
+    Finding("ct2-gemma2-window-dropped", frozenset({"ct2:gemma2"}), ("4.4+",), FROM_44, _longer_than_window,
             "any Gemma 2 stream longer than W", failure=lambda e: isinstance(e, Mismatch)),
 )

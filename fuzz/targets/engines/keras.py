@@ -88,13 +88,15 @@ class KerasTarget(EngineTarget):
 
     def tiny_for(self, w: int) -> tiny.TinyModel:
         if w not in self._tiny:
-            self._tiny[w] = tiny.build(self.hf_arch, w, overrides=OVERRIDES[self.model_name])
+            with self.setting_up():  # one-time setup per window: never part of an op's time limit
+                self._tiny[w] = tiny.build(self.hf_arch, w, overrides=OVERRIDES[self.model_name])
         return self._tiny[w]
 
     def model(self, w: int) -> adapter.KerasModel:
         if w not in self._models:
             try:
-                self._models[w] = adapter.KerasModel(self.model_name, self.tiny_for(w))
+                with self.setting_up():  # converting the checkpoint is setup, not an op
+                    self._models[w] = adapter.KerasModel(self.model_name, self.tiny_for(w))
             except Exception as e:  # noqa: BLE001 - converting/loading is setup: the adapter's fault
                 raise self.fault(e, f"converting the tiny {self.model_name} checkpoint (W={w})") from e
         return self._models[w]

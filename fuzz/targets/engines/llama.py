@@ -87,13 +87,15 @@ class LlamaTarget(EngineTarget):
 
     def tiny_for(self, w: int) -> tiny.TinyModel:
         if w not in self._tiny:
-            self._tiny[w] = tiny.build(self.hf_arch, w, overrides=OVERRIDES[self.hf_arch])
+            with self.setting_up():  # one-time setup per window: never part of an op's time limit
+                self._tiny[w] = tiny.build(self.hf_arch, w, overrides=OVERRIDES[self.hf_arch])
         return self._tiny[w]
 
     def model(self, w: int) -> llama.LlamaModel:
         if w not in self._models:
             try:
-                self._models[w] = llama.LlamaModel(self.tiny_for(w), n_ctx=N_CTX, n_seq=2)
+                with self.setting_up():  # converting to GGUF and loading it is setup, not an op
+                    self._models[w] = llama.LlamaModel(self.tiny_for(w), n_ctx=N_CTX, n_seq=2)
             except Exception as e:  # noqa: BLE001 - conversion/loading is setup
                 raise self.fault(e, f"converting/loading the tiny {self.arch} GGUF (W={w})") from e
         return self._models[w]

@@ -129,15 +129,15 @@ def _extract_after_eviction(case: Case) -> bool:
 
 #: Written-up divergences (docs/findings/<id>.md), releases from scripts/engine_matrix.sh mlx.
 FINDINGS: tuple[Finding, ...] = (
-    Finding("mlx-rotating-keep-chunk-mask", frozenset({"mlx:rotating"}), ("0.26-0.32",),
+    Finding("mlx-rotating-keep-chunk-mask", frozenset({"mlx:rotating"}), ("0.26+",),
             ("0.26.4", "0.27.1", "0.28.4", "0.29.1", "0.30.7", "0.31.3", "0.32.0", "0.32.2"),
             _sink_chunk_past_window, "a multi-token step reaching position W with keep > 0 (the sinks view)",
             failure=lambda e: "[sinks" in str(e), upstream="https://github.com/ml-explore/mlx-lm/issues/1631"),
-    Finding("mlx-batch-rotating-one-token-prompt-chunk", frozenset({"mlx:batch-rotating"}), ("0.28-0.32",),
+    Finding("mlx-batch-rotating-one-token-prompt-chunk", frozenset({"mlx:batch-rotating"}), ("0.28+",),
             ("0.28.4", "0.29.1", "0.30.7", "0.31.3", "0.32.0", "0.32.2"),
             _one_token_prompt_chunk, "a right-padded prompt processed in chunks, one of them a single token",
             failure=lambda e: "finalize()" in str(e)),
-    Finding("mlx-batch-rotating-wrapped-chunk-mask", frozenset({"mlx:batch-rotating"}), ("0.28-0.32",),
+    Finding("mlx-batch-rotating-wrapped-chunk-mask", frozenset({"mlx:batch-rotating"}), ("0.28+",),
             ("0.28.4", "0.29.1", "0.31.3", "0.32.0", "0.32.2"),
             _chunk_after_wrap, "a multi-token step after single-token steps left the ring wrapped part-way, "
             "while it still holds a pad column of the shorter row",
@@ -324,11 +324,24 @@ class BatchRotatingTarget(MlxTarget):
                     self._contents(st, c, rows, refs, lens, view)
 
 
+def _plain_probe() -> None:
+    """:func:`impl.engines.mlx.probe` without the window (``masked=False``: no ``window_size`` passed, as a
+    full-attention model under ``max_kv_size`` masks): the second question of a probe that died."""
+    import numpy as np
+
+    from impl.engines import mlx
+
+    s = mlx.rotating(2, masked=False)
+    z = np.zeros((1, 1, mlx.HEADS, mlx.DIM), np.float32)
+    zk = np.zeros((1, 1, mlx.KV_HEADS, mlx.DIM), np.float32)
+    s.step(z, zk, zk)
+
+
 def make(rest: str, *, strict: bool = False):
     """``mlx:rotating`` / ``mlx:batch-rotating`` / ``mlx:<model_type>`` (:mod:`.mlx_models`)."""
     from impl.engines import mlx
 
-    probe_once(_PROBES, "mlx", mlx.probe)
+    probe_once(_PROBES, "mlx", mlx.probe, plain=_plain_probe)
     if rest == "rotating":
         return RotatingTarget(rest, strict=strict)
     if rest == "batch-rotating":

@@ -28,7 +28,7 @@ def _beyond_window(case: Case) -> bool:
 
 
 FINDINGS: tuple[Finding, ...] = (
-    Finding("mlx-window-ignored", frozenset({"mlx:mistral", "mlx:gemma2"}), ("0.26-0.32",),
+    Finding("mlx-window-ignored", frozenset({"mlx:mistral", "mlx:gemma2"}), ("0.26+",),
             ("0.26.4", "0.27.1", "0.28.4", "0.29.1", "0.30.7", "0.31.3", "0.32.0", "0.32.2"),
             _beyond_window, "any stream longer than W"),
     # mlx-lm 0.26/0.27's llama.py reads no layer_types: the sliding layer of mlx:llama's config attends fully too.
@@ -79,8 +79,9 @@ class MlxModelTarget(EngineTarget):
 
 
 def make(model_type: str, *, strict: bool = False) -> MlxModelTarget:
+    from fuzz.targets.engines.mlx import _plain_probe
     from impl.engines import mlx, mlx_models
 
-    probe_once(_PROBES, "mlx", mlx.probe)
+    probe_once(_PROBES, "mlx", mlx.probe, plain=_plain_probe)
     probe_once(_PROBES, model_type, mlx_models.tiny, model_type, 2)
     return MlxModelTarget(model_type, strict=strict)

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 from fuzz.ops import Case, Op
 from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats
 from fuzz.targets.hf.findings import Finding, applicable
-from fuzz.targets.known import KnownFindingsTarget, case_stats, raised_inside  # noqa: F401 - case_stats re-exported
+from fuzz.targets.known import KnownFindingsTarget, case_stats, raised_inside, release_label  # noqa: F401 - case_stats re-exported
 
 
 def _hf():
@@ -96,7 +96,7 @@ class HFTarget(KnownFindingsTarget):
         return applicable(self.finding_kind, self.info.transformers)
 
     def finding_release(self) -> str:
-        return f"transformers {self.info.transformers}"
+        return release_label("transformers", self.info.transformers)
 
     # -- running a case
 

@@ -25,7 +25,7 @@ import dataclasses
 from typing import Iterable
 
 from fuzz.ops import Case, Chunk, Reset
-from fuzz.targets.known import Finding, in_span, minor  # noqa: F401 - the table's row type, re-exported
+from fuzz.targets.known import Finding, in_span, minor, span_text  # noqa: F401 - the table's row type, re-exported
 
 #: Where the notes live; a finding's note is ``docs/findings/<id>.md``.
 DOCS = "docs/findings"
@@ -122,6 +122,7 @@ def _in_padded_row(error: BaseException) -> bool:
     return bool(getattr(error, "padded", False))
 
 
+
 # -- the table ------------------------------------------------------------------------------------
 
 #: Every family target (``hf:<model_type>``) of :data:`impl.hf.families.FAMILIES`, by name.
@@ -129,22 +130,22 @@ FAMILY_KINDS = frozenset(f"hf:{mt}" for mt in ("mistral", "mixtral", "qwen2", "q
                                                 "cohere2", "phi3", "starcoder2", "gpt_oss"))
 #: Family targets whose default cache on the legacy API is the whole-model static sliding cache.
 HYBRID_KINDS = frozenset({"hf:gemma2", "hf:gemma3_text", "hf:cohere2", "hf:gpt_oss"})
-_LAYERS_API = ("4.57-5.24",)
+_LAYERS_API = ("4.57+",)
 _LEGACY_API = ("4.45-4.56",)
 
 FINDINGS: tuple[Finding, ...] = (
     # the cache targets and hf-mistral / hf-gemma2 read the stored keys back after every op
     Finding("hf-sliding-window-1", frozenset({"dynamic", "mistral", "gemma2"}), _LAYERS_API,
-            ("4.57.6", "5.0.0", "5.10.4", "5.20.2", "5.24.0"), _window_one, "a token fed at W = 1"),
+            ("4.57.6", "5.0.0", "5.10.4", "5.20.2", "5.24.0", "5.25.0"), _window_one, "a token fed at W = 1"),
     # the family targets see it in the logits of a call on the cache
     Finding("hf-sliding-window-1", FAMILY_KINDS, _LAYERS_API,
-            ("4.57.6", "5.0.0", "5.10.4", "5.20.2", "5.24.0"), _window_one_cached,
+            ("4.57.6", "5.0.0", "5.10.4", "5.20.2", "5.24.0", "5.25.0"), _window_one_cached,
             "a W = 1 stream with a call after its first"),
     Finding("hf-static-sliding-empty-update", frozenset({"static"}), ("4.45-4.55",),
             ("4.45.2", "4.46.3", "4.47.1", "4.48.3", "4.49.0", "4.50.3", "4.51.3", "4.52.4", "4.53.3", "4.54.1",
              "4.55.4"), _empty_update, "an empty chunk"),
-    Finding("hf-static-sliding-empty-update", frozenset({"static"}), ("4.56-5.24",),
-            ("4.56.2", "4.57.6", "5.0.0", "5.10.4", "5.20.2", "5.24.0"), _empty_update_when_full,
+    Finding("hf-static-sliding-empty-update", frozenset({"static"}), ("4.56+",),
+            ("4.56.2", "4.57.6", "5.0.0", "5.10.4", "5.20.2", "5.24.0", "5.25.0"), _empty_update_when_full,
             "an empty chunk once the window is full"),
     # part 1: early eviction at W - 1 (fixed in 4.52)
     Finding("hf-445-sliding-cache", frozenset({"static", "gemma2"}) | HYBRID_KINDS, ("4.45-4.51",),
@@ -229,7 +230,7 @@ def release_block(finding_id: str) -> str:
     for f in rows:
         cases = f.cases or "every case"
         targets = ", ".join(f"`{t}`" for t in sorted(target_name(k) for k in f.kinds))
-        spans = ", ".join(s.replace("-", " – ") for s in f.releases)
+        spans = ", ".join(span_text(s) for s in f.releases)
         lines.append(f"| {cases} | {targets} | {spans} | {', '.join(f.seen)} |")
     return "\n".join(lines + ["", BLOCK_END])
 
