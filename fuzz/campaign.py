@@ -32,8 +32,10 @@ from fuzz.phases.base import BATCH, HypothesisPhase, Phase  # noqa: F401 - BATCH
 from fuzz.phases.bulk import Bulk
 from fuzz.phases.context import Campaign, Found, message, set_fresh, slack
 from fuzz.phases.generated import Generated, Instances
+from fuzz.phases.leaks import Leaks
+from fuzz.phases.threads import Threads
 from fuzz.phases.reduce import fault_line, reduce_failure  # noqa: F401 - reduce_failure: part of this API
-from fuzz.phases.tours import LONG_TOUR_SKIPPED, BoundaryTours, ErrorTour, LongTour  # noqa: F401
+from fuzz.phases.tours import LONG_TOUR_SKIPPED, BoundaryTours, ErrorTour, LongTour, ScaleTours  # noqa: F401
 from fuzz.replay import replay_hint
 from fuzz.results import Failure, TargetResult
 from fuzz.targets.base import Target, failure_kind
@@ -69,8 +71,8 @@ def fuzz_target(
     """
     camp = Campaign(target, config, seconds=config.seconds if seconds is None else seconds, database=database,
                     on_progress=on_progress, stop=stop, deadline=deadline, enough=enough, prior=tuple(prior))
-    one_off, repeating = ("tours", "errors", "long", "bulk"), [Generated(), Instances()]
-    plan: list[Phase] = [BoundaryTours(), ErrorTour(), LongTour(), Bulk(), *repeating]
+    one_off, repeating = ("tours", "errors", "long", "bulk", "scale", "leaks"), [Generated(), Instances(), Threads()]
+    plan: list[Phase] = [BoundaryTours(), ErrorTour(), LongTour(), Bulk(), ScaleTours(), Leaks(), *repeating]
     if camp.target.kind == "paged":  # sequences in a block pool: its own tours and batches (fuzz/phases/paged.py)
         from fuzz.phases.paged import paged_plan
 

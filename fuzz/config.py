@@ -24,6 +24,9 @@ DTYPES = ("float32", "float16", "bfloat16")
 
 #: The widest window a campaign draws (``--window-max``) and a seed may hold (production windows: 65537 tokens).
 WINDOW_BOUND = 65_537
+#: The default ``--window-max``: past the uint16 edge (65 535 - 65 537 are drawn); each target caps it with its own
+#: ``window_max`` and each case with its payload width (:data:`fuzz.strategies.FLOAT_BUDGET`).
+DEFAULT_WINDOW_MAX = 65_537
 #: The widest payload (floats per key and value) a seed or ``--width`` may name (the strategies draw up to 300).
 WIDTH_BOUND = 4096
 #: The longest chunk a seed may hold (the strategies draw up to ``3 W + 3``).
@@ -85,7 +88,7 @@ class CampaignConfig:
     #: Stop each target after this many examples (per worker once split); ``None``: the time decides.
     max_examples: int | None = None
     #: Largest window a case (or a reset in it) draws.
-    window_max: int = 16
+    window_max: int = DEFAULT_WINDOW_MAX
     #: Every case starts at this window (resets still draw up to ``window_max``); ``None``: drawn.
     start_window: int | None = None
     #: The Hypothesis seed of the campaign (``--seed``); ``None``: drawn, then reported.

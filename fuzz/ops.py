@@ -279,13 +279,16 @@ CASE_DTYPES = ("float32", "float16", "bfloat16")
 class Case:
     """A window and the ops that follow it: what a campaign generates, a target runs, a failure
     reports and a seed stores. ``width``/``dtype``: instance 0's payload (``None``: the target's
-    default); ``instances``: the live instances ``1 ..`` the case also drives (:class:`Instance`)."""
+    default); ``instances``: the live instances ``1 ..`` the case also drives (:class:`Instance`);
+    ``threads``: each instance's ops run in a thread of its own, all at once (a race between handles), instead
+    of interleaved op by op in one thread (:meth:`fuzz.targets.cache.CacheTarget.run`)."""
 
     window: int
     ops: tuple[Op, ...] = ()
     width: int | None = None
     dtype: str | None = None
     instances: tuple[Instance, ...] = ()
+    threads: bool = False
 
     def __post_init__(self) -> None:
         if not _nat(self.window) or self.window < 1:
@@ -298,6 +301,9 @@ class Case:
             raise OpError(f"'width' must be an int >= 1, got {self.width!r}")
         if self.dtype is not None and self.dtype not in CASE_DTYPES:
             raise OpError(f"'dtype' must be one of {', '.join(CASE_DTYPES)}, got {self.dtype!r}")
+        if self.threads is not False and (self.threads is not True or not self.instances):
+            raise OpError(f"'threads' needs 2 or more instances (one thread each), got threads={self.threads!r} "
+                          f"with {1 + len(self.instances)} instance(s)")
         if 1 + len(self.instances) > MAX_INSTANCES:
             raise OpError(f"a case drives at most {MAX_INSTANCES} instances, got {1 + len(self.instances)}")
         for i, op in enumerate(self.ops):
@@ -337,6 +343,8 @@ class Case:
         if self.dtype is not None:
             parts.append(f"dtype={self.dtype}")
         parts += [f"@{k}={inst.text}" for k, inst in enumerate(self.instances, 1)]
+        if self.threads:
+            parts.append(f"threads={self.instance_count}")
         return " ".join(parts)
 
     def __str__(self) -> str:
@@ -351,6 +359,8 @@ class Case:
             doc["dtype"] = self.dtype
         if self.instances:
             doc["instances"] = [inst.to_json() for inst in self.instances]
+        if self.threads:
+            doc["threads"] = self.instance_count  # the thread count: one per instance
         doc["ops"] = [op.to_json() for op in self.ops]
         return doc
 
@@ -365,7 +375,12 @@ class Case:
         if not isinstance(raw, list):
             raise OpError(f"'instances' must be a list, got {type(raw).__name__}")
         instances = tuple(Instance.from_json(r, k) for k, r in enumerate(raw, 1))
-        return cls(doc.get("window"), _ops_from_json(doc["ops"]), doc.get("width"), doc.get("dtype"), instances)
+        threads = doc.get("threads", 0)
+        if threads and (not _nat(threads) or threads != 1 + len(instances)):
+            raise OpError(f"'threads' is the number of instances, one thread each ({1 + len(instances)}), "
+                          f"got {threads!r}")
+        return cls(doc.get("window"), _ops_from_json(doc["ops"]), doc.get("width"), doc.get("dtype"), instances,
+                   bool(threads))
 
     @property
     def id(self) -> str:
@@ -425,11 +440,11 @@ class Case:
         return max(named) if named else None
 
     def replace_ops(self, ops: Iterable[Op]) -> "Case":
-        return Case(self.window, tuple(ops), self.width, self.dtype, self.instances)
+        return Case(self.window, tuple(ops), self.width, self.dtype, self.instances, self.threads)
 
     def replace(self, **changes: Any) -> "Case":
         fields = {"window": self.window, "ops": self.ops, "width": self.width, "dtype": self.dtype,
-                  "instances": self.instances}
+                  "instances": self.instances, "threads": self.threads}
         fields.update(changes)
         return Case(**fields)
 
@@ -443,4 +458,4 @@ class Case:
             if i != k:
                 ops.append(at(i - 1 if i > k else i, bare))
         instances = self.instances[:k - 1] + self.instances[k:]
-        return Case(self.window, tuple(ops), self.width, self.dtype, instances)
+        return Case(self.window, tuple(ops), self.width, self.dtype, instances, self.threads and bool(instances))

@@ -25,25 +25,109 @@ from functools import lru_cache
 
 from hypothesis import strategies as st
 
+from fuzz.config import DEFAULT_WINDOW_MAX
 from fuzz.ops import Bad, Case, Chunk, Instance, Op, Push, Reset, at
 
 # Strategies are built once per parameter (lru_cache) and reused: building one per draw
 # (validation, labels) cost Hypothesis more than drawing from it.
 
 
+#: The windows every campaign draws most often: they fill and wrap within a few ops, where most bugs show.
+SMALL_WINDOW = 16
+#: Windows at production scale and at the edges of index types, drawn with their neighbours (``E - 1, E, E + 1``):
+#: 32-1024 are the windows and block multiples real models run (gpt-oss 128, Gemma 3 512 and 1024), 4096 is
+#: Mistral's and Gemma 2's, 32768 and 65536 the int16 / uint16 edges of a slot or position index.
+WINDOW_EDGES = (32, 64, 128, 256, 512, 1024, 4096, 32768, 65536)
+#: The default ``--window-max``: the last edge's ``E + 1``; a target caps it with its own ``window_max``.
+WINDOW_MAX = DEFAULT_WINDOW_MAX
+assert WINDOW_MAX == WINDOW_EDGES[-1] + 1
+#: Floats one payload array of a case may hold (window x width): a case at W = 65 537 draws widths up to 64, one
+#: at width 300 windows up to 13 981, so one stream's arrays stay near 16 MiB whatever is drawn.
+FLOAT_BUDGET = 1 << 22
+#: A case that has reached a window above :data:`SMALL_WINDOW` stops at this many times that window in tokens:
+#: enough for a fill, the first eviction, a chunk of ``2W + 3`` and more, and a case at W = 65 537 costs about
+#: what the boundary tour there costs (a small-window case never meets the cap).
+LARGE_CASE_WINDOWS = 6
+
+
+def window_cap(window_max: int, width: int | None) -> int:
+    """The largest window a case of payload ``width`` draws: ``window_max`` within :data:`FLOAT_BUDGET`
+    (never below :data:`SMALL_WINDOW`, so every width keeps the small windows)."""
+    if not width:
+        return window_max
+    return min(window_max, max(SMALL_WINDOW, FLOAT_BUDGET // width))
+
+
+def large_windows(window_max: int) -> tuple[int, ...]:
+    """The windows of :data:`WINDOW_EDGES` with their neighbours up to ``window_max``, smallest first."""
+    return tuple(w for e in WINDOW_EDGES for w in (e - 1, e, e + 1) if w <= window_max)
+
+
+@st.composite
+def _pick(draw, branches: tuple[tuple[int, st.SearchStrategy[int]], ...]) -> int:
+    """A value from one of ``branches`` (``(last index, strategy)``, by a draw of ``0 .. last index of the last``):
+    one integer draw picks the branch. ``st.one_of`` would not do: it picks among *distinct* branches alike, so
+    repeating a branch to weight it does nothing, and Hypothesis draws index 0 far more often than the others
+    (about a third of the time), which is why the most frequent branch comes first."""
+    i = draw(_integers(0, branches[-1][0]))
+    for last, strategy in branches:
+        if i <= last:
+            return draw(strategy)
+    raise AssertionError("unreachable: the last branch ends at the largest index drawn")
+
+
 @lru_cache(maxsize=None)
-def windows(window_max: int = 16) -> st.SearchStrategy[int]:
-    """Small windows most of the time (they wrap quickly), occasionally up to ``window_max``."""
+def _large(window_max: int) -> st.SearchStrategy[int]:
+    """A window above :data:`SMALL_WINDOW`: an edge of :data:`WINDOW_EDGES` (or a neighbour) about three times in
+    four, each edge half as often as the one below it (a case costs about its window in tokens, so each edge gets
+    a similar share of the time), else anything in ``17 .. min(window_max, 1025)`` (a bug at, say, W > 300 needs
+    no edge)."""
+    edges = large_windows(window_max)
+    groups = [edges[i:i + 3] for i in range(0, len(edges), 3)]
+    table: list[int] = []
+    for g, ws in enumerate(groups):
+        table += list(ws) * (1 << (len(groups) - 1 - g))
+    if not table:  # window_max below the first edge's neighbour
+        return st.integers(SMALL_WINDOW + 1, window_max)
+    return _pick(((2, st.sampled_from(table)), (3, st.integers(SMALL_WINDOW + 1, min(window_max, 1025)))))
+
+
+@lru_cache(maxsize=None)
+def windows(window_max: int = WINDOW_MAX) -> st.SearchStrategy[int]:
+    """Boundary-biased windows. Up to a ``window_max`` of 16, the mix every campaign drew before windows went past
+    16 (``1..8`` or ``1..16``); above it, ``1..8`` about 63 % of the time, ``1..16`` 29 % and a window at
+    production scale (:func:`_large`) about 8 % (one integer draw of ``0..15``: Hypothesis draws 0 about a third
+    of the time, the others alike). Shrinking heads for the first branch, so a failure at a large window shrinks
+    to a small one where it can."""
     small = st.integers(1, min(8, window_max))
-    return st.one_of(small, small, st.integers(1, window_max)) if window_max > 8 else small
+    if window_max <= 8:
+        return small
+    mid = st.integers(1, min(SMALL_WINDOW, window_max))
+    if window_max <= SMALL_WINDOW:
+        return st.one_of(small, small, mid)
+    return _pick(((6, small), (13, mid), (15, _large(window_max))))
 
 
-def draw_window(rng: random.Random, window_max: int = 16) -> int:
-    """A window drawn from ``rng`` with the mix :func:`windows` draws (small two times in three,
-    else anything up to ``window_max``): for the streams a campaign checks outside Hypothesis."""
-    if window_max > 8 and rng.randrange(3) == 2:
-        return rng.randint(1, window_max)
-    return rng.randint(1, min(8, window_max))
+def draw_window(rng: random.Random, window_max: int = WINDOW_MAX) -> int:
+    """A window drawn from ``rng`` with the mix :func:`windows` draws: for the streams a campaign checks outside
+    Hypothesis (the bulk phase)."""
+    if window_max <= SMALL_WINDOW:
+        if window_max > 8 and rng.randrange(3) == 2:
+            return rng.randint(1, window_max)
+        return rng.randint(1, min(8, window_max))
+    k = rng.randrange(8)
+    if k < 5:
+        return rng.randint(1, 8)
+    if k < 7:
+        return rng.randint(1, SMALL_WINDOW)
+    if rng.randrange(4) == 3:
+        return rng.randint(SMALL_WINDOW + 1, min(window_max, 1025))
+    edges = large_windows(window_max)
+    if not edges:
+        return rng.randint(SMALL_WINDOW + 1, window_max)
+    groups = [edges[i:i + 3] for i in range(0, len(edges), 3)]
+    weights = [1 << (len(groups) - 1 - g) for g in range(len(groups))]
+    return rng.choice(rng.choices(groups, weights)[0])
 
 
 #: Payload widths a case draws from, simplest first (Hypothesis shrinks toward the front): the 4 floats
@@ -102,8 +186,11 @@ def _op_templates(window: int, window_max: int, bad: tuple[str, ...] = ()) -> tu
     """
     edges = sorted({0, 1, max(window - 1, 0), window, window + 1, 2 * window + 3})
     small = min(8, window_max)
-    resets = [("reset", _integers(1, small))] * 2 + ([("reset", _integers(1, window_max))] if window_max > 8 else
-                                                     [("reset", _integers(1, small))])
+    if window_max > SMALL_WINDOW:  # a reset draws its window as a case's first window is drawn
+        resets = [("reset", windows(window_max))] * 3
+    else:
+        resets = [("reset", _integers(1, small))] * 2 + ([("reset", _integers(1, window_max))] if window_max > 8 else
+                                                         [("reset", _integers(1, small))])
     # weights over 6 * 6 * len(edges): push 1/2, chunk 1/3 (edge 1/2, any 1/2), reset 1/6 (3 window draws)
     e = len(edges)
     unit = 36 * e
@@ -145,13 +232,25 @@ def op_lists(draw, window: int, max_ops: int = 24, window_max: int = 16, max_tok
     w = window
     tokens = 0
     bad = tuple(bad)
+    cap = case_token_cap(max_tokens, window)
     for _ in range(draw(_integers(0, max_ops))):
         op, w = _draw_op(draw, w, window_max, bad)
-        if max_tokens is not None and tokens + op.tokens > max_tokens:
+        cap = case_token_cap(cap, w)
+        if cap is not None and tokens + op.tokens > cap:
             break
         tokens += op.tokens
         ops.append(op)
     return ops
+
+
+def case_token_cap(cap: int | None, window: int) -> int | None:
+    """``cap`` (a target's ``max_tokens``, or ``None``) lowered to :data:`LARGE_CASE_WINDOWS` times ``window``
+    once a case reaches a window above :data:`SMALL_WINDOW`: a large-window case ends after a few fills instead of
+    pushing up to 24 chunks of ``3W + 3`` tokens."""
+    if window <= SMALL_WINDOW:
+        return cap
+    big = LARGE_CASE_WINDOWS * window
+    return big if cap is None else min(cap, big)
 
 
 @st.composite
@@ -161,8 +260,9 @@ def cases(draw, window_max: int = 16, max_ops: int = 24, max_tokens: int | None 
     """A boundary-biased :class:`~fuzz.ops.Case` (starting at ``start_window`` when given), with bad
     calls of the ``bad`` kinds (a target's ``bad_kinds``) interleaved, and its payload width and dtype
     (:func:`payload_dims`)."""
-    w = draw(windows(window_max)) if start_window is None else start_window
     pw, dt = draw(payload_dims(width, drawn_width, tuple(dtypes), multiple))
+    window_max = window_cap(window_max, pw)  # a wide payload draws smaller large windows (FLOAT_BUDGET)
+    w = draw(windows(window_max)) if start_window is None else start_window
     return Case(w, tuple(draw(op_lists(w, max_ops, window_max, max_tokens, tuple(bad)))), pw, dt)
 
 
@@ -176,29 +276,35 @@ def instance_cases(draw, window_max: int = 16, max_ops: int = 32, max_tokens: in
     instances of one configuration (a buffer per window, a slab per width) shows only when two instances
     share it, so an instance takes instance 0's window two times in three and its width two times in three."""
     n = draw(_integers(2, 3))
-    w0 = draw(windows(window_max))
     pw, dt = draw(payload_dims(width, drawn_width, tuple(dtypes), multiple))
+    top = window_cap(window_max, pw)
+    w0 = draw(windows(top))
     instances = []
+    caps = [top]
     for _ in range(n - 1):
-        wk = draw(st.one_of(st.just(w0), st.just(w0), windows(window_max)))
         own = None if width is not None or not drawn_width else \
             draw(st.one_of(st.none(), st.none(), widths_of(multiple)))
+        cap_k = window_cap(window_max, pw if own is None else own)
+        wk = draw(st.one_of(st.just(min(w0, cap_k)), st.just(min(w0, cap_k)), windows(cap_k)))
         instances.append(Instance(wk, own))
+        caps.append(cap_k)
     current = [w0] + [inst.window for inst in instances]
     ops: list[Op] = []
     tokens = 0
     bad = tuple(bad)
+    cap = case_token_cap(max_tokens, max(current))
     for _ in range(draw(_integers(0, max_ops))):
         k = draw(_integers(0, n - 1))
-        op, current[k] = _draw_op(draw, current[k], window_max, bad)
-        if max_tokens is not None and tokens + op.tokens > max_tokens:
+        op, current[k] = _draw_op(draw, current[k], caps[k], bad)
+        cap = case_token_cap(cap, current[k])
+        if cap is not None and tokens + op.tokens > cap:
             break
         tokens += op.tokens
         ops.append(at(k, op))
     return Case(w0, tuple(ops), pw, dt, tuple(instances))
 
 
-def boundary_tours(window_max: int = 16, max_tokens: int | None = None, bad: tuple[str, ...] = ()) -> list[Case]:
+def boundary_tours(window_max: int = WINDOW_MAX, max_tokens: int | None = None, bad: tuple[str, ...] = ()) -> list[Case]:
     """Every explicit case a campaign runs before it draws any — a fuzzer's seed corpus: the
     :func:`window_tours`, then, for a target with an error contract (``bad``: its ``bad_kinds``), the
     :func:`error_tour`, and for a target that takes that many tokens, the :func:`long_tour` (each is
@@ -237,6 +343,27 @@ def window_tours(window_max: int = 16, max_tokens: int | None = None) -> list[Ca
             kept.append(op)
         tours.append(Case(w, tuple(kept)))
     return tours
+
+
+#: The window of each scale tour: one per edge of :data:`WINDOW_EDGES`, taking its neighbours in turn (below, at,
+#: past), and past the edge for the int16 / uint16 ones (the window an index of that width cannot hold).
+SCALE_TOUR_WINDOWS = (33, 63, 128, 257, 511, 1024, 4097, 32769, 65537)
+
+
+def scale_tour(w: int) -> Case:
+    """One stream at window ``w`` through every boundary in about ``6W`` tokens, each reached by a chunk (so a large
+    window costs a few array pushes, not ``W`` checked pushes): a chunk of ``W - 1``, pushes to exactly full and
+    the first eviction, chunks of ``W`` and ``W + 1`` at an unaligned position, one token, a chunk of ``2W + 3``
+    (longer than the window), a reset when full and a fill by one chunk of exactly ``W`` then one more token."""
+    return Case(w, (Chunk(w - 1), Push(), Push(), Chunk(w), Chunk(w + 1), Chunk(1), Chunk(2 * w + 3),
+                    Reset(w), Chunk(w), Push()))
+
+
+def scale_tours(window_max: int = WINDOW_MAX, max_tokens: int | None = None) -> list[Case]:
+    """The :func:`scale_tour` of every window of :data:`SCALE_TOUR_WINDOWS` up to ``window_max`` that fits in
+    ``max_tokens``, smallest first (the campaign runs them in this order while their cost fits its budget)."""
+    tours = [scale_tour(w) for w in SCALE_TOUR_WINDOWS if w <= window_max]
+    return [c for c in tours if max_tokens is None or c.tokens <= max_tokens]
 
 
 def instance_tours(window_max: int = 16, max_tokens: int | None = None) -> list[Case]:

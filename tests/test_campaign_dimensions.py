@@ -52,10 +52,18 @@ def test_every_phase_is_recorded_with_what_it_ran_or_why_not():
     target = make_py_class("fuzz.targets.pyring:PyRing")
     res = fuzz_target(target, CampaignConfig(seconds=3, campaign_seed=1, save_seeds=False))
     runs = res.phases_run
-    assert list(runs) == ["tours", "errors", "long", "bulk", "generated", "instances"]
+    assert list(runs) == ["tours", "errors", "long", "bulk", "scale", "leaks", "generated", "instances", "threads"]
     assert runs["bulk"]["status"] == "n/a" and "trace" in runs["bulk"]["why"]
+    assert runs["threads"]["status"] == "n/a" and "thread_safe" in runs["threads"]["why"]
+    assert runs["leaks"]["status"] == "n/a" and "--time 10" in runs["leaks"]["why"]  # a 3 s campaign
     for name in ("tours", "errors", "long", "generated", "instances"):
         assert runs[name]["status"] == "ran" and runs[name]["examples"] > 0, (name, runs[name])
+    # a 3 s budget stops the scale tours (after the long tour: on a loaded machine the budget may be gone by then,
+    # which the record says) past a few windows, and says where
+    scale = runs["scale"]
+    assert scale["status"] in ("ran", "not reached"), scale
+    if scale["status"] == "ran":
+        assert 33 <= scale["window"] < 65537 and "would take" in scale["why"], scale
 
 
 def test_a_case_with_instances_is_refused_by_a_target_driven_as_one():

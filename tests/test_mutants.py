@@ -44,15 +44,27 @@ def test_every_mutant_is_killed_within_bound():
     assert sorted(p.name for p in seeds.seed_paths()) == before  # kills write no seeds
     available = [k for k in results if k.available]
     assert len([k for k in available if k.kind == "py-ring"]) >= 8
-    survivors = [(k.name, k.examples_run) for k in available if not k.killed]
+    survivors = [(k.name, k.examples_run) for k in available if not k.killed and k.name not in RACES]
     assert not survivors, f"mutants survived: {survivors}"
-    slow = [(k.name, k.examples) for k in available if k.examples > BOUND]
+    slow = [(k.name, k.examples) for k in available if k.name not in RACES and k.examples > BOUND]
     assert not slow, f"killed too late: {slow}"
     for k in available:
         assert k.case is not None  # the shrunk seed is reported
     for k in results:
         if not k.available:
             assert k.reason  # unavailable mutants say why
+
+
+#: Mutants whose bug needs two threads inside the library at once: found by repetition in the threads phase, so they
+#: are held to a time budget (below), not to an example count.
+RACES = ("c-static-scratch",)
+
+
+def test_the_race_mutants_die_in_the_threads_phase():
+    results = run_mutants(CampaignConfig(seconds=60, campaign_seed=0, save_seeds=False), mutants=select(list(RACES)))
+    for k in results:
+        assert k.available and k.killed, (k.name, k.examples_run)
+        assert k.case.threads and k.case.instance_count >= 2, k.case  # the seed records its threads
 
 
 #: Mutants whose bug needs two live instances (the instance tours and the instances phase reach them).

@@ -2,7 +2,8 @@
 
 from fuzz.ops import Case, Push
 from fuzz.results import Failure
-from fuzz.targets.base import CRASH, EFFICIENCY, FINDINGS, HARNESS, MISMATCH, Crash, HarnessFault, Mismatch, failure_kind
+from fuzz.targets.base import (CRASH, EFFICIENCY, FINDINGS, HARNESS, LEAK, MISMATCH, Crash, HarnessFault, Mismatch,
+                               failure_kind)
 
 
 def test_each_exception_names_its_kind():
@@ -11,7 +12,7 @@ def test_each_exception_names_its_kind():
     assert failure_kind(HarnessFault("t", "redis went away")) == HARNESS
     # An exception the target did not classify was raised by the implementation: a crash.
     assert failure_kind(ValueError("boom")) == CRASH
-    assert HARNESS not in FINDINGS and set(FINDINGS) == {MISMATCH, CRASH, EFFICIENCY}
+    assert HARNESS not in FINDINGS and set(FINDINGS) == {MISMATCH, CRASH, EFFICIENCY, LEAK}
     # A paged sequence past the freeing rule's bound is the efficiency finding (fuzz.paged.checks.OverBound).
     from fuzz.paged.checks import OverBound
 

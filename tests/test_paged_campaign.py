@@ -98,7 +98,7 @@ def test_seeds_of_both_kinds_replay_where_they_fit(tmp_path):
 
 
 def test_the_kill_table_kills_every_paged_mutant():
-    assert len(PAGED_MUTANTS) == 8
+    assert len(PAGED_MUTANTS) == 10
     # In process (the C mutants raise at the audit before any read goes through the entry they broke), so the
     # reduction's candidates need no fresh child each; `kvwindow mutants` runs them isolated.
     cfg = CampaignConfig(seconds=3, campaign_seed=0, save_seeds=False, isolate=False)

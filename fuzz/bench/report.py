@@ -172,8 +172,8 @@ def render_markdown(rep: dict) -> str:
     if _na(s):
         L += [f"{_na(s)}", ""]
     else:
-        L += [f"`{s['function']}`: a default campaign ({s['seconds_per_campaign']:g} s, window_max 16, boundary "
-              "tours, error tour, long tour, bulk phase) per target and repeat. Bulk phase: every C target "
+        L += [f"`{s['function']}`: a default campaign ({s['seconds_per_campaign']:g} s, window_max 65 537, boundary "
+              "tours, error tour, long tour, bulk phase, scale tours, leak probe) per target and repeat. Bulk phase: every C target "
               "pushes at least 100 k tokens through `ringkv_trace`, every step checked (one stream past "
               "2^16); its time share is bulk seconds over campaign seconds, its token share bulk tokens over "
               "all spec-checked tokens; `ring-c (isolated)` is the campaign as `kvwindow fuzz` runs it, its "
@@ -187,6 +187,15 @@ def render_markdown(rep: dict) -> str:
                      f"{fmt(pct(r['bulk_token_share']['median']), ' %')} | {fmt(r['bulk_tokens']['median'])} | "
                      f"{fmt(r['bulk_seconds']['median'])} | {fmt(r['bulk_tokens_per_s']['median'])} | "
                      f"{fmt(r['long_tour_tokens'])} | {fmt(r['long_tour_s']['median'])} |")
+        L += ["", "The sizes of issue 28 in the same campaigns: the share of its time the scale tours (windows "
+              "33 ... 65 537 while they fit 15 % of the budget), the leak probe (a child process) and the threads "
+              "phase took, and the largest window a scale tour reached (medians).", "",
+              "| target | scale tours | leak probe | threads | largest scale-tour window |", "|---|---:|---:|---:|---:|"]
+        for r in s["rows"]:
+            share = lambda k: fmt(None if not r.get(k) or r[k]["median"] is None else 100 * r[k]["median"], " %")  # noqa: E731
+            win = r.get("scale_window") or {}
+            L.append(f"| {r['target']} | {share('scale_time_share')} | {share('leaks_time_share')} | "
+                     f"{share('threads_time_share')} | {fmt(win.get('median'))} |")
         L.append("")
     s = rep["sections"].get("engines", {"status": "not run"})
     L += ["## 7. Engines: examples/s of every installed engine target", ""]

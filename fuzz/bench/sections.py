@@ -427,9 +427,11 @@ def section_long(b: Budget, log: Callable[[str], None]) -> dict[str, Any]:
         targets["ring-c (isolated)"].close()
     rows = []
     for name, reps in raw.items():
-        rows.append({"target": name, **{k: stats([r[k] for r in reps if r[k] is not None])
+        rows.append({"target": name, **{k: stats([r[k] for r in reps if r.get(k) is not None])
                                         for k in ("bulk_time_share", "bulk_token_share", "bulk_tokens",
-                                                  "bulk_seconds", "bulk_tokens_per_s", "tokens", "long_tour_s")},
+                                                  "bulk_seconds", "bulk_tokens_per_s", "tokens", "long_tour_s",
+                                                  "scale_time_share", "leaks_time_share", "threads_time_share",
+                                                  "scale_window")},
                      "long_tour_tokens": reps[0]["long_tour_tokens"], "repeats": reps})
     return {"status": "ok", "function": LONG_FN, "isolated": ISOLATED_FN, "seconds_per_campaign": b.long_s,
             "rows": rows}

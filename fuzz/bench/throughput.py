@@ -70,11 +70,20 @@ def measure_long(target: Target, seconds: float, campaign_seed: int) -> dict[str
     target.run(tour)
     tour_s = time.perf_counter() - start
     all_tokens = r.tokens + r.bulk_tokens
-    return {"seconds": r.seconds, "tokens": r.tokens, "bulk_tokens": r.bulk_tokens, "bulk_seconds": r.bulk_seconds,
+    phase_s = {name: rec.get("seconds", 0.0) for name, rec in r.phases_run.items()}
+    return {**{f"{d}_time_share": (phase_s.get(d, 0.0) / r.seconds if r.seconds else None) for d in DIMENSIONS},
+            "scale_window": r.phases_run.get("scale", {}).get("window"),
+            "threads_examples": r.phases_run.get("threads", {}).get("examples", 0),
+            "seconds": r.seconds, "tokens": r.tokens, "bulk_tokens": r.bulk_tokens, "bulk_seconds": r.bulk_seconds,
             "bulk_time_share": r.bulk_seconds / r.seconds if r.seconds else None,
             "bulk_token_share": r.bulk_tokens / all_tokens if all_tokens else None,
             "bulk_tokens_per_s": r.bulk_tokens / r.bulk_seconds if r.bulk_seconds else None,
             "long_tour_tokens": tour.tokens, "long_tour_s": tour_s}
+
+
+#: The campaign phases of issue 28's dimensions whose share of a default campaign's time :func:`measure_long` reports:
+#: the scale tours (W = 33 ... 65 537), the leak probe and the threads phase.
+DIMENSIONS = ("scale", "leaks", "threads")
 
 
 def measure_pushes(w: int, n: int, width: int = 16, *, backend=None) -> dict[str, Any]:

@@ -23,7 +23,9 @@ import sys
 from fuzz import seeds as seedstore
 from fuzz.cli.checks import UsageError
 from fuzz.cli.fuzz_cmd import EXIT_FINDING, EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE  # noqa: F401
-from fuzz.config import CONFIRM_FACTOR, DTYPES, OP_MEMORY_MB, OP_TIMEOUT, OP_TIMEOUT_FACTOR, SETUP_TIMEOUT, WINDOW_BOUND
+from fuzz.config import (
+    CONFIRM_FACTOR, DEFAULT_WINDOW_MAX, DTYPES, OP_MEMORY_MB, OP_TIMEOUT, OP_TIMEOUT_FACTOR, SETUP_TIMEOUT, WINDOW_BOUND,
+)
 from fuzz.ops import OpError
 from fuzz.targets.base import TargetError, TargetFault, interrupt_handlers
 
@@ -132,7 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--time", type=float, default=60.0,
                    help="total seconds (default 60); shrinking may run 10%% (at least 2 s) longer")
     f.add_argument("--max-examples", type=int, default=None, help="stop each target after N examples (N >= 1)")
-    f.add_argument("--window-max", type=int, default=16, help=f"largest window drawn, 1..{WINDOW_BOUND} (default 16)")
+    f.add_argument("--window-max", type=int, default=DEFAULT_WINDOW_MAX,
+                   help=f"largest window drawn, 1..{WINDOW_BOUND} (default {DEFAULT_WINDOW_MAX}; windows 1..16 "
+                        "most often, then 31-33 ... 65535-65537 as the target and the payload width allow)")
     f.add_argument("--seed", type=int, default=None, help="the campaign's Hypothesis seed (reproducible campaigns)")
     f.add_argument("--workers", type=workers_arg, default=1,
                    help="processes sharing the example database, or 'auto': one per usable core (at most 4 per "
@@ -201,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="campaign seeds per mutant and tester: seed, seed+1, ... (default 5 with --baseline, else 1)")
     m.add_argument("--only", action="append", help="mutant name or prefix (repeatable)")
     m.add_argument("--seed", type=int, default=0)
-    m.add_argument("--window-max", type=int, default=16)
+    m.add_argument("--window-max", type=int, default=DEFAULT_WINDOW_MAX)
     m.add_argument("--save-seeds", default=None, metavar="DIR", help="save each kill as a seed in DIR")
     m.add_argument("--json", default=None, metavar="FILE", help="write the kill table as JSON")
     m.add_argument("--list", action="store_true", help="list the catalogue and exit")

@@ -16,17 +16,29 @@ from typing import Iterable
 
 from hypothesis import strategies as st
 
-from fuzz.paged.ops import (Add, Admit, Batch, Chunk, Fork, Free, PagedCase, PagedOp, Preempt, Push, Spec)
+from fuzz.paged.ops import (MAX_SEQS, Add, Admit, Batch, Chunk, Fork, Free, PagedCase, PagedOp, Preempt, Push,
+                            Spec)
 from pyspec.paged import max_blocks
 
 #: ``(W, B)`` shapes every tour visits: one per boundary class.
 TOUR_SHAPES = ((1, 1), (1, 4), (2, 4), (3, 8), (4, 4), (5, 4), (7, 4), (8, 4), (6, 2), (3, 1), (9, 3), (2, 1))
-#: Block sizes the strategy draws.
+#: ``(W, B)`` shapes of the production-scale tours (:func:`scale_tours`): pages of 16-256 tokens (and one past),
+#: windows spanning many blocks (4 and 8 pages of 128 plus one token, 16 of 16 plus one, 4 of 256 plus one), cheapest
+#: first.
+SCALE_SHAPES = ((64, 257), (513, 128), (257, 16), (1025, 256), (1024, 128))
+#: Block sizes the strategy draws three times in four (the boundary classes live here).
 BLOCKS = (1, 2, 3, 4, 8, 16)
+#: Page sizes production engines use (16-256 tokens) with their neighbours: drawn one time in four.
+LARGE_BLOCKS = (15, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257)
 WIDTHS = (1, 2, 3, 4, 8, 16)
-#: Most sequences live at once in a drawn case, and ops per case.
+#: Most sequences live at once in a drawn case (seven cases in eight), and ops per case.
 MAX_LIVE = 4
+#: Most sequences live at once in the other cases (every id a case may name: :data:`fuzz.paged.ops.MAX_SEQS`),
+#: with a pool sized for a fraction of them (pool pressure at that count).
+MANY_LIVE = 64
 MAX_OPS = 40
+#: A drawn window of any size (not one of the shapes tied to the block size) is at most this.
+ANY_WINDOW = 64
 
 
 class _State:
@@ -89,6 +101,36 @@ def edges(W: int, B: int, upto: int) -> list[int]:
 
 
 # --------------------------------------------------------------------------- tours
+
+
+def scale_tours(*, width: int = 4) -> list[PagedCase]:
+    """The paged boundary cases at production scale, cheapest first (the page of 257 first, then: ) one long-lived pool of :data:`MANY_LIVE`
+    sequences (W = 65 over pages of 16: five blocks each) holding half the blocks their worst case needs — each
+    appends past its window in rounds, a batch step advances all of them, every other one is freed and the rest go
+    on in the blocks that returned (appends that find the pool empty are refused and must change nothing); then for
+    every shape of :data:`SCALE_SHAPES` (pages of 16-257 tokens, windows spanning many blocks) chunks of every
+    edge length through one sequence."""
+    out = []
+    for W, B in SCALE_SHAPES:
+        mb = max_blocks(W, B)
+        body = [Add(0)] + [Chunk(0, m) for m in edges(W, B, 2 * W + 2 * B + 1)] + [Push(0)]
+        out.append(PagedCase(W, B, 4 * (mb + 2) + 8, width, tuple(body)))
+    return out[:1] + [_many_live_tour(width)] + out[1:]
+
+
+def _many_live_tour(width: int) -> PagedCase:
+    W, B = 65, 16
+    mb = max_blocks(W, B)
+    seqs = range(MANY_LIVE)
+    body = [Add(s) for s in seqs]
+    for r in range(2):
+        body += [Chunk(s, W // 2 + r * B + s % 3) for s in seqs]
+        body.append(Batch(tuple(seqs)))
+    body += [Free(s) for s in seqs if s % 2]
+    body += [Chunk(s, W + 1) for s in seqs if not s % 2]
+    body.append(Batch(tuple(s for s in seqs if not s % 2)))
+    return PagedCase(W, B, MANY_LIVE * mb // 2, width, tuple(body))
+
 
 
 def tours(ops: Iterable[str], *, width: int = 4, rollback: int = 0) -> list[PagedCase]:
@@ -195,8 +237,8 @@ class _Seeded:
 
 def config(ch, window_max: int = 16) -> tuple[int, int, int, int]:
     """``(W, B, N, D)`` biased to the boundary classes and to pool pressure."""
-    B = ch.choice(BLOCKS)
-    shape = ch.choice(("lt", "eq", "mult", "plus1", "minus1", "one", "any"))
+    B = ch.choice(BLOCKS) if ch.integer(0, 3) else ch.choice(LARGE_BLOCKS)
+    shape = ch.choice(("lt", "eq", "mult", "plus1", "minus1", "one", "any", "many"))
     if shape == "lt" and B > 1:
         W = ch.integer(1, B - 1)
     elif shape == "eq":
@@ -209,8 +251,10 @@ def config(ch, window_max: int = 16) -> tuple[int, int, int, int]:
         W = B * ch.integer(1, 2) - 1
     elif shape == "one":
         W = 1
+    elif shape == "many":  # a window spanning many blocks, at a block edge or one either side
+        W = B * ch.integer(4, 8) + ch.choice((-1, 0, 1))
     else:
-        W = ch.integer(1, window_max)
+        W = ch.integer(1, min(window_max, ANY_WINDOW))
     W = max(1, min(W, window_max))
     mb = max_blocks(W, B)
     lo, hi = {"tight": (1, mb + 1), "snug": (mb + 1, 2 * mb + 2),
@@ -230,6 +274,10 @@ def build(ch, ops: Iterable[str], *, window_max: int = 16, rollback: int = 0, n_
     """A well-formed paged case over the optional ``ops`` the target has, from the choices of ``ch``."""
     ops = set(ops)
     W, B, N, D = config(ch, window_max)
+    live_cap = MAX_LIVE if ch.integer(0, 7) else MANY_LIVE
+    if live_cap == MANY_LIVE:  # a pool for a quarter to twice the sequences' worst case: pressure at that count
+        mb = max_blocks(W + rollback, B)
+        N = ch.integer(max(2, MANY_LIVE * mb // 4), 2 * MANY_LIVE * mb)
     S = _State(W, B, rollback)
     out: list[PagedOp] = []
 
@@ -238,7 +286,7 @@ def build(ch, ops: Iterable[str], *, window_max: int = 16, rollback: int = 0, n_
         S.apply(o)
 
     emit(Add(S.fresh()))
-    weights = {"push": 6, "chunk": 5, "add": 2, "free": 1, "batch": 3, "edge": 2}
+    weights = {"push": 6, "chunk": 5, "add": 2 if live_cap == MAX_LIVE else 6, "free": 1, "batch": 3, "edge": 2}
     if "fork" in ops:
         weights["fork"] = 3
     if "admit" in ops:
@@ -249,7 +297,7 @@ def build(ch, ops: Iterable[str], *, window_max: int = 16, rollback: int = 0, n_
     for _ in range(ch.integer(1, max_ops) if n_ops is None else n_ops):
         live = sorted(S.n)
         kind = ch.choice(menu)
-        crowded = len(live) >= MAX_LIVE or S.next_id >= 60
+        crowded = len(live) >= live_cap or S.next_id >= MAX_SEQS - 4  # ids left for a fork's or an admit's
         if not live or kind in ("add", "fork", "admit") and crowded:
             if crowded:
                 kind = "push"

@@ -8,9 +8,15 @@ A campaign of one target is a short driver (:mod:`fuzz.campaign`) over these pha
 ``errors``      the error tour: every bad call of the target's error contract, at every fill level
 ``long``        the long tour past positions 2**15, 2**16 and 70 000, when the target can end it in time
 ``bulk``        the bulk phase: >= 100 k tokens through ``ringkv_trace``, every step checked (C targets)
+``scale``       the window tours at production scale (W = 33 ... 65 537, :func:`fuzz.strategies.scale_tours`),
+                smallest first, after the cheap aimed phases, while their cost fits 15 % of the budget
+``leaks``       a child process drives many resets and create/destroy cycles and measures the heap (mallinfo2
+                for native libraries, tracemalloc for Python caches): growth past 16 KiB is a leak finding
 ``generated``   boundary-biased cases drawn by Hypothesis in batches (shrunk on failure), each with a
                 drawn payload width and dtype where the target takes them
 ``instances``   cases that drive 2-3 live instances of the target at once, streams interleaved op by op
+``threads``     2-4 instances driven from as many threads at once, each checked as it goes (targets that
+                promise independence across threads: c: libraries, py: classes with thread_safe = True)
 ==============  ==========================================================================================
 
 A paged target (``kind == "paged"``: sequences in a block pool) runs ``paged-tours`` and ``paged-generated``
@@ -33,4 +39,4 @@ new module here and one line in :data:`ORDER`.
 from __future__ import annotations
 
 #: Every phase, in the order a campaign runs them (the report lists them in this order too).
-ORDER = ("tours", "errors", "long", "bulk", "generated", "instances", "paged-tours", "paged-generated")
+ORDER = ("tours", "errors", "long", "bulk", "scale", "leaks", "generated", "instances", "threads", "paged-tours", "paged-generated")

@@ -82,6 +82,8 @@ class HypothesisPhase(Phase):
     share: float = 1.0
     #: Mixed into each batch's seed, so two phases of one campaign draw different cases.
     salt: int = 0
+    #: Whether Hypothesis shrinks a failure of this phase (``--no-shrink`` switches it off for all).
+    shrinks: bool = True
 
     def __init__(self) -> None:
         self.batches = 0
@@ -121,7 +123,7 @@ class HypothesisPhase(Phase):
             database=camp.database,
             derandomize=False,
             suppress_health_check=list(HealthCheck),
-            phases=[HPhase.explicit, HPhase.reuse, HPhase.generate] + ([HPhase.shrink] if camp.config.shrink else []),
+            phases=[HPhase.explicit, HPhase.reuse, HPhase.generate] + ([HPhase.shrink] if camp.config.shrink and self.shrinks else []),
             print_blob=False,
             report_multiple_bugs=False,
             verbosity=Verbosity.quiet,

@@ -16,11 +16,13 @@ do not apply to it and are marked n/a with the reason; in their place:
 
 from __future__ import annotations
 
+import time
 from typing import Any, Optional
 
-from fuzz.paged.strategies import seeded_cases, tours
+from fuzz.paged.strategies import scale_tours, seeded_cases, tours
 from fuzz.phases.base import ExplicitPhase, HypothesisPhase, Phase
 from fuzz.phases.context import Campaign
+from fuzz.phases.tours import SCALE_SHARE
 
 #: Why a ring phase does not run on a paged target.
 NOT_PAGED = "a ring-cache phase: paged targets run paged-tours and paged-generated (fuzz/phases/paged.py)"
@@ -46,8 +48,35 @@ class PagedTours(ExplicitPhase):
             if note not in camp.res.warnings:
                 camp.res.warnings.append(note)
         width = camp.config.width or 4
+        # the boundary classes first, then the production-scale shapes (pages of 16-257, windows over many
+        # blocks, 64 live sequences in one pressed pool: fuzz.paged.strategies.scale_tours)
+        scale = [c for c in scale_tours(width=width) if c.window <= camp.window_max]
+        self._scale = {id(c) for c in scale}
+        self._began: Optional[float] = None
         return [c for c in tours(getattr(t, "paged_ops", ()), width=width, rollback=getattr(t, "max_rollback", 0))
-                if c.window <= camp.window_max]
+                if c.window <= camp.window_max] + scale
+
+    def skip(self, camp: Campaign, case: Any) -> Optional[str]:
+        """The scale tours run while they fit :data:`fuzz.phases.tours.SCALE_SHARE` of the budget: each next one
+        only if the time they took so far, and as much again, stays within it (a Python pool takes seconds where
+        the C pool takes tenths)."""
+        if id(case) not in self._scale:
+            return None
+        now = time.monotonic()
+        if self._began is None:
+            self._began = self._mark = now
+        last, self._mark = now - self._mark, now  # what the scale tour before this one took
+        spent = now - self._began
+        if spent + last > SCALE_SHARE * camp.seconds:
+            return (f"the production-scale tours stopped at W = {case.window:,}, B = {case.block_size}: "
+                    f"{spent:.1f} s spent, past {SCALE_SHARE:.0%} of the budget (more --time reaches them)")
+        return None
+
+    def run(self, camp: Campaign) -> None:
+        super().run(camp)
+        rec = camp.phase_record(self.name)
+        if rec["status"] == "skipped" and rec["examples"]:
+            rec["status"] = "ran"  # every boundary tour ran; "why" says where the budget stopped the scale ones
 
 
 class PagedGenerated(HypothesisPhase):

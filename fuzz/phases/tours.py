@@ -18,7 +18,7 @@ from typing import Optional
 from fuzz.ops import Case, Chunk, Push
 from fuzz.phases.base import ExplicitPhase
 from fuzz.phases.context import Campaign
-from fuzz.strategies import error_tour, instance_tours, long_tour, window_tours
+from fuzz.strategies import FLOAT_BUDGET, error_tour, instance_tours, long_tour, scale_tours, window_tours
 
 #: How a campaign's warnings say the long tour did not run (:mod:`fuzz.bench.throughput` reads it).
 LONG_TOUR_SKIPPED = "long tour skipped"
@@ -64,6 +64,56 @@ class BoundaryTours(ExplicitPhase):
         if t.instances:
             tours += [_payload(camp, c) for c in instance_tours(camp.window_max, t.max_tokens)]
         return tours
+
+
+#: The share of a campaign's time the scale tours may spend: each next tour runs only while the time they took so
+#: far plus its estimate (the last tour's time scaled by the windows' ratio) stays within it.
+SCALE_SHARE = 0.15
+
+
+class ScaleTours(ExplicitPhase):
+    """The window tours at production scale (:func:`fuzz.strategies.scale_tours`: W = 33 ... 65 537), smallest first,
+    while they fit :data:`SCALE_SHARE` of the budget: a tour costs about its window in tokens and reads, so the last
+    one's time scaled by the next window says whether the next ends in time. The record says the largest window
+    reached (``window``) and, when the budget stopped them, which were left out and why."""
+
+    name = "scale"
+
+    def __init__(self) -> None:
+        self._prev: Optional[tuple[int, float]] = None  # (window, record seconds before it) of the last tour started
+
+    def not_applicable(self, camp: Campaign) -> Optional[str]:
+        if camp.config.tester == "uniform":
+            return "the uniform tester has no boundary tours"
+        if camp.window_max <= 16:
+            return f"its windows stop at {camp.window_max} (--window-max or the target's own maximum)"
+        return None
+
+    def cases(self, camp: Campaign) -> list[Case]:
+        width = camp.config.width if camp.config.width is not None and camp.target.widths else None
+        top = camp.window_max if width is None else min(camp.window_max, max(16, FLOAT_BUDGET // width))
+        return [_payload(camp, c) for c in scale_tours(top, camp.target.max_tokens)]
+
+    def skip(self, camp: Campaign, case: Case) -> Optional[str]:
+        rec = camp.phase_record(self.name)
+        if self._prev is not None:
+            w, before = self._prev
+            rec["window"] = w  # the largest window a scale tour ran at
+            estimate = (rec["seconds"] - before) * case.window / w
+            if rec["seconds"] + estimate > SCALE_SHARE * camp.seconds or time.monotonic() + estimate > camp.hard:
+                # not a warning: a short campaign always stops here; the record says where (the phases table)
+                return (f"reached W = {w:,}; W = {case.window:,} would take ~{estimate:,.1f} s, past "
+                        f"{SCALE_SHARE:.0%} of the budget (more --time reaches it)")
+        self._prev = (case.window, rec["seconds"])
+        return None
+
+    def run(self, camp: Campaign) -> None:
+        super().run(camp)
+        rec = camp.phase_record(self.name)
+        if self._prev is not None and rec["examples"]:
+            rec["window"] = self._prev[0]  # the last tour started: skip() starts none it declines
+        if rec["status"] == "skipped" and rec["examples"]:
+            rec["status"] = "ran"  # it ran up to a window; "why" says where the budget stopped it
 
 
 class ErrorTour(ExplicitPhase):

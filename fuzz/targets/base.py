@@ -55,8 +55,10 @@ class Mismatch(AssertionError):
 MISMATCH, CRASH, HARNESS = "mismatch", "crash", "harness"
 #: A paged sequence holding more blocks than the freeing rule's bound (:class:`fuzz.paged.checks.OverBound`).
 EFFICIENCY = "efficiency"
+#: Memory a reset, free or destroy should have returned, growing with the ops (DESIGN §4; :mod:`fuzz.phases.leaks`).
+LEAK = "leak"
 #: The kinds that are findings (saved as seeds, exit 1).
-FINDINGS = (MISMATCH, CRASH, EFFICIENCY)
+FINDINGS = (MISMATCH, CRASH, EFFICIENCY, LEAK)
 
 
 class Crash(Exception):
@@ -215,6 +217,8 @@ def failure_kind(error: BaseException) -> str:
         return HARNESS
     if isinstance(error, Mismatch) and getattr(error, "efficiency", False):
         return EFFICIENCY
+    if isinstance(error, Mismatch) and getattr(error, "leak", False):
+        return LEAK
     if isinstance(error, Mismatch):
         return MISMATCH
     return CRASH

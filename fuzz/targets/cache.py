@@ -167,6 +167,10 @@ class CacheTarget(Target):
     instances = True
     #: A run of consecutive pushes goes through :meth:`_push_run` (after its first push).
     traced = False
+    #: Whether independent instances may be driven from several threads at once (a case with ``threads``): the
+    #: C header promises it for handles; a ``py:`` class promises it with a class attribute ``thread_safe = True``
+    #: (by default nothing is promised, and no threaded case is sent).
+    thread_safe = False
 
     def __init__(self, name: str, factory: Callable[[], Any], *, width: int = PAYLOAD_WIDTH,
                  window_max: int | None = None, dtype: str = "float32", errors: Any = None,
@@ -218,6 +222,8 @@ class CacheTarget(Target):
         return raw, array_cache(raw, width, dtype), SpecStream(case.instance_window(k), width, dtype, k)
 
     def _run(self, case: Case) -> RunStats:
+        if case.threads:
+            return self._run_threads(case)
         if case.instances:
             return self._run_instances(case)
         raw, cache, spec = self._build(case, 0)
@@ -266,6 +272,60 @@ class CacheTarget(Target):
             stats.phases |= spec.apply(bare)
             stats.tokens += op.tokens
             self._check_all(live, i, op)
+        return stats
+
+    def _run_threads(self, case: Case) -> RunStats:
+        """Every instance built and reset first, then each instance's ops in a thread of its own, all released at
+        once by a barrier; each thread checks its own instance after each of its ops. The first failure (by
+        op index) is raised; a thread stops at the first failure any thread saw. A race shows only by chance,
+        so a threaded case is drawn many times (:mod:`fuzz.phases.threads`)."""
+        import threading
+
+        live = [self._build(case, k) for k in range(case.instance_count)]
+        for k, (raw, cache, spec) in enumerate(live):
+            try:
+                cache.reset(spec.window)
+            except Exception as e:  # noqa: BLE001 - the cache raised on a spec-valid op
+                raise crash_from(self.name, -1, None, e, f"instance @{k}") from e
+        self._check_all(live, -1, None)
+        mine: list[list[tuple[int, Op, Op]]] = [[] for _ in live]
+        for i, op in enumerate(case.ops):
+            k, bare = target_of(op)
+            mine[k].append((i, op, bare))
+        stats = RunStats()
+        errors: list[tuple[int, BaseException]] = []
+        lock, gate, stop = threading.Lock(), threading.Barrier(len(live)), threading.Event()
+
+        def drive(k: int) -> None:
+            raw, cache, spec = live[k]
+            try:
+                gate.wait(timeout=60)
+                for i, op, bare in mine[k]:
+                    if stop.is_set():
+                        return
+                    self._apply(raw, cache, spec, i, op, bare)
+                    phases = spec.apply(bare)
+                    try:
+                        self._check(raw, cache, spec, i, op)
+                    except Mismatch as e:
+                        raise Mismatch(self.name, i, op, f"instance @{k} (thread {k} of {len(live)}, all at "
+                                                         f"once): {e.detail}") from None
+                    with lock:
+                        stats.phases |= phases
+                        stats.tokens += op.tokens
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+                with lock:
+                    errors.append((getattr(e, "index", None) or 0, e))
+                stop.set()
+
+        threads = [threading.Thread(target=drive, args=(k,), name=f"kvwindow-instance-{k}", daemon=True)
+                   for k in range(len(live))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise min(errors, key=lambda e: e[0])[1]
         return stats
 
     def _check_all(self, live: list, i: int, op: Op | None) -> None:
@@ -377,7 +437,9 @@ def make_py_class(path: str) -> Target:
         raise TargetError(f"{spec}: {cls}() failed: {raised(e)} (a target class is built with no "
                           "arguments; wrap it in a subclass whose __init__ supplies them)") from e
     # every call into the instances is a boundary (fuzz.targets.base.Guarded): a SystemExit is a crash
-    return CacheTarget(spec, guarded(factory), errors=py_contract_for(factory), dtypes=declared_dtypes(factory, spec))
+    target = CacheTarget(spec, guarded(factory), errors=py_contract_for(factory), dtypes=declared_dtypes(factory, spec))
+    target.thread_safe = getattr(factory, "thread_safe", False) is True  # DESIGN §4: promised only when declared
+    return target
 
 
 def declared_dtypes(factory: Any, spec: str) -> tuple[str, ...]:

@@ -102,7 +102,7 @@ def sanitized_ring_library():
 #: campaign, the strategies, replay, the kill table and the bench read from a target besides its methods.
 FORWARDED = ("kind", "window_max", "max_tokens", "publishes_ops", "bad_kinds", "traced", "width", "dtype",
              "instances", "widths", "width_multiple", "dtypes", "knows_findings", "every_path_runs", "paged_ops",
-             "max_rollback", "notes")
+             "max_rollback", "notes", "thread_safe")
 
 
 def meta(target) -> dict[str, Any]:

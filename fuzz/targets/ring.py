@@ -34,6 +34,8 @@ class CRingTarget(CacheTarget):
     """
 
     traced = True
+    #: ``ringkv.h`` promises independent handles: several threads, each with its own handle, at once.
+    thread_safe = True
 
     def __init__(self, name: str, backend: Any = None, *, width: int = PAYLOAD_WIDTH, dtype: str = "float32"):
         super().__init__(name, self.new_cache, width=width, dtype=dtype, errors=CContract(), dtypes=DTYPES)

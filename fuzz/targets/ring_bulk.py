@@ -355,6 +355,9 @@ def _check_contents(ring, exp: _Expect, n: int, epoch: int, width: int, dtype: s
 
 #: Tokens the bulk phase checks per campaign (at least).
 BULK_TOKENS = 100_000
+#: The widest window a bulk stream draws: a trace row holds the whole window, so a stream costs ``n x W`` positions
+#: (at 4 097 and ~20 k tokens, 80 M: a fraction of a second); larger windows are the cases' and scale tours' (chunks).
+BULK_WINDOW_MAX = 4097
 #: The position every campaign's first bulk stream passes step by step (2**15 and 2**16 on the way).
 CROSS = 1 << 16
 #: ``--long``: one more stream past this position.
@@ -398,13 +401,13 @@ def bulk_streams(window_max: int, rng: random.Random, *, long: bool = False,
     (:func:`fuzz.strategies.draw_window`); the first stream passes :data:`CROSS` by ``2W + 3``
     (so positions 2**15 and 2**16 are checked step by step), then streams of boundary-biased
     lengths until ``tokens`` are reached; with ``long`` one more passes :data:`LONG_CROSS`."""
-    from fuzz.strategies import draw_window
+    from fuzz.strategies import SMALL_WINDOW, draw_window
 
-    w = draw_window(rng, window_max)
+    w = draw_window(rng, min(window_max, SMALL_WINDOW))  # the crossing stream: a trace row costs W positions
     out = [(w, CROSS + 2 * w + 3)]
     total = out[0][1]
     while total < tokens:
-        w = draw_window(rng, window_max)
+        w = draw_window(rng, min(window_max, BULK_WINDOW_MAX))
         n = min(tokens - total, rng.choice([4096, 8192, 12288])) + rng.choice([w - 1, w, w + 1, 2 * w + 3])
         out.append((w, n))
         total += n

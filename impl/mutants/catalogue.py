@@ -132,6 +132,14 @@ REPEATED_POSITION = "https://github.com/ggml-org/llama.cpp/pull/14339"
 FIXED_HEAD_SIZE = "https://github.com/vllm-project/vllm/pull/2622"
 #: A head size in the wrong units decomposed flat offsets wrongly: every access lands on the wrong stride.
 WRONG_STRIDE = "https://github.com/LMCache/LMCache/pull/2826"
+#: A counter kept in a type narrower than the range it must count: a file index generated from a 16-bit counter.
+NARROW_INDEX = "https://github.com/slsdetectorgroup/slsDetectorPackage/issues/240"
+#: A fast path for a large prefill that skips the normal slot logic (the full-window overwrite branch, above).
+LONG_CHUNK_PATH = FULL_WINDOW_PATH
+#: A buffer kept static is shared by every object using it: a thread-safety bug once two threads call at once.
+STATIC_SCRATCH = "https://github.com/abstractj/kalium/issues/12"
+#: A cache whose per-request allocation was never freed: valgrind "definitely lost", memory growing per request.
+RESET_LEAK = "https://github.com/twitter/twemcache/issues/24"
 #: An object cached on the class was shared by every instance of it.
 SHARED_ON_CLASS = "https://github.com/chop-dbhi/avocado/issues/136"
 #: A cache that hands one object to every holder with the same configuration: mutating it reaches the others.
@@ -218,6 +226,21 @@ PY_RING = [
         "a slot write copies at most the first 4 floats of the key, as a kernel specialised for one head size "
         "does: a key wider than 4 floats keeps whatever its slot held past the fourth",
         "        self.k[slot] = key\n", "        self.k[slot, :4] = key[:4]\n"),
+    # At production sizes (issue 28): right at every window up to 256.
+    py_ring_mutant(
+        "ring-head-uint8", "an index type too narrow for the window (8-bit head)", NARROW_INDEX,
+        "the head slot is kept in one byte, as a packed ring header does: right while W <= 256, past that the head "
+        "wraps to slot 0 at 256 and the ring reads and overwrites the wrong slots",
+        "            self.head = (self.head + 1) % self.w\n        self.n += 1\n",
+        "            self.head = ((self.head + 1) % self.w) & 0xFF  # the head packed into one byte\n        self.n += 1\n"),
+    py_ring_mutant(
+        "ring-reset-leaks", "memory not returned by reset (a snapshot kept per stream)", RESET_LEAK,
+        "reset keeps a copy of the old stream's keys in a list on the class (a debugging snapshot nobody reads or "
+        "drops): every stream's contents are right, and the process grows by W x width floats per reset",
+        "    def reset(self, window):\n",
+        "    def reset(self, window):\n"
+        "        if self.k is not None:  # the old stream's keys, kept for a debug dump\n"
+        "            SlotRing._snapshots = SlotRing.__dict__.get('_snapshots', []) + [self.k.copy()]\n"),
     py_ring_mutant(
         "ring-shared-position-buffer", "state shared between instances (a buffer on the class)", SHARED_ON_CLASS,
         "the position buffer of each window is allocated once and kept on the class, so two live rings of one "
@@ -389,6 +412,55 @@ C_RING = [
         "ringkv.c",
         "  memcpy(r->keys + s * wd, key, wd * sizeof(float));\n",
         "  memcpy(r->keys + s * 4, key, wd * sizeof(float));\n"),
+    # At production sizes and across threads (issue 28).
+    c_ring_mutant(
+        "c-long-chunk-slot-from-chunk", "a fast path only large windows and long chunks take", LONG_CHUNK_PATH,
+        "a chunk that keeps 1 024 entries or more is block-copied in two runs, but the first slot is computed from "
+        "the chunk's own offset instead of the stream position: right when the chunk starts at a multiple of W "
+        "(every prefill after a reset), wrong after any token before it; windows below 1 024 never take it",
+        "ringkv.c",
+        "  for (int64_t k = rkv_chunk_first_kept(n, r->w); k < n; k++)\n",
+        "  int64_t k0 = rkv_chunk_first_kept(n, r->w);\n"
+        "  if (n - k0 >= 1024) { /* a long prefill: block copies in at most two runs instead of the scatter */\n"
+        "    int64_t m = n - k0, s0 = rkv_slot(k0, r->w);\n"
+        "    int64_t run1 = r->w - s0 < m ? r->w - s0 : m;\n"
+        "    for (int64_t i = 0; i < m; i++) r->pos[(s0 + i) % r->w] = first_pos + k0 + i;\n"
+        "    memcpy(r->keys + (size_t)s0 * wd, keys + (size_t)k0 * wd, (size_t)run1 * wd * sizeof(float));\n"
+        "    memcpy(r->keys, keys + (size_t)(k0 + run1) * wd, (size_t)(m - run1) * wd * sizeof(float));\n"
+        "    memcpy(r->values + (size_t)s0 * wd, values + (size_t)k0 * wd, (size_t)run1 * wd * sizeof(float));\n"
+        "    memcpy(r->values, values + (size_t)(k0 + run1) * wd, (size_t)(m - run1) * wd * sizeof(float));\n"
+        "  } else\n"
+        "  for (int64_t k = rkv_chunk_first_kept(n, r->w); k < n; k++)\n"),
+    c_ring_mutant(
+        "c-static-scratch", "a static scratch buffer shared by every handle (two threads at once)", STATIC_SCRATCH,
+        "a slot write stages the key and value in one static buffer before copying them in: right for any number of "
+        "handles driven from one thread, wrong when two threads push at once (one copies the other's payload)",
+        "ringkv.c",
+        "static void write_slot(ringkv_t *r, int64_t pos, const float *key, const float *value) {\n"
+        "  size_t s = (size_t)rkv_slot(pos, r->w), wd = (size_t)r->width;\n"
+        "  r->pos[s] = pos;\n"
+        "  memcpy(r->keys + s * wd, key, wd * sizeof(float));\n"
+        "  memcpy(r->values + s * wd, value, wd * sizeof(float));\n}\n",
+        "static float scratch[2 * 4096]; /* staging for one slot's key and value, shared by every handle */\n\n"
+        "static void write_slot(ringkv_t *r, int64_t pos, const float *key, const float *value) {\n"
+        "  size_t s = (size_t)rkv_slot(pos, r->w), wd = (size_t)r->width;\n"
+        "  r->pos[s] = pos;\n"
+        "  if (wd > 4096) {\n"
+        "    memcpy(r->keys + s * wd, key, wd * sizeof(float));\n"
+        "    memcpy(r->values + s * wd, value, wd * sizeof(float));\n"
+        "    return;\n"
+        "  }\n"
+        "  memcpy(scratch, key, wd * sizeof(float));\n"
+        "  memcpy(scratch + wd, value, wd * sizeof(float));\n"
+        "  memcpy(r->keys + s * wd, scratch, wd * sizeof(float));\n"
+        "  memcpy(r->values + s * wd, scratch + wd, wd * sizeof(float));\n}\n"),
+    c_ring_mutant(
+        "c-reset-leaks", "memory not returned by reset (old slot arrays kept)", RESET_LEAK,
+        "a reset to another window allocates the new slot arrays and never frees the old ones: every stream is "
+        "right, and each reset that changes the window loses W x (8 + 8 x width) bytes",
+        "ringkv.c",
+        "    free(r->pos);\n    free(r->keys);\n    free(r->values);\n    r->pos = p;\n",
+        "    r->pos = p;\n"),
     c_ring_mutant(
         "c-shared-slab", "state shared between handles (a slab per window)", SHARED_BY_CONFIG,
         "slot arrays come from a slab per (window, width) that every handle of that configuration reuses (and "

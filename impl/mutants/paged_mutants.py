@@ -29,6 +29,8 @@ DOUBLE_FREE = "https://github.com/vllm-project/vllm/issues/42571"  # ref_cnt acc
 STALE_TABLE = "https://github.com/vllm-project/vllm/issues/42273"  # SWA eviction leaves stale block table entries
 LORA_HASH = "https://github.com/vllm-project/vllm/issues/3264"  # prefix caching shared across LoRA adapters
 BATCH_POS = "https://github.com/rasbt/reasoning-from-scratch/issues/33"  # positions computed once per batch
+NARROW_COUNTER = "https://github.com/slsdetectorgroup/slsDetectorPackage/issues/240"  # an index from a 16-bit counter
+FIXED_TABLE = "https://github.com/gittensor-ai-lab/sparkinfer/issues/33"  # a fixed-width table overruns a neighbour's
 
 #: name -> (bug class, reference, description, file, old, new)
 PAGED_C_EDITS: dict[str, tuple[str, str, str, str, str, str]] = {
@@ -100,6 +102,20 @@ PY_PAGED_EDITS: dict[str, tuple[str, str, str, str, str]] = {
         "            for seq, pos, key, value in items:\n"
         "                self.seqs[seq].hw = max(self.seqs[seq].hw, top + 1)\n"
         "                self._append(self.seqs[seq], pos, key, value)\n"),
+    # At production sizes (issue 28): right for every block size up to 16 and every case of up to 4 live sequences.
+    "paged-offset-4-bits": (
+        "an index type too narrow for the block (in-block offset in 4 bits)", NARROW_COUNTER,
+        "the slot of a position inside its block is packed into 4 bits, as a table sized for pages of 16 does: "
+        "right for block sizes up to 16, past that a position lands in another position's slot",
+        "        j, i = s.n // B, s.n % B\n",
+        "        j, i = s.n // B, (s.n % B) & 0xF  # the in-block offset packed into 4 bits\n"),
+    "paged-four-lanes": (
+        "more live sequences than a fixed table holds (4 lanes)", FIXED_TABLE,
+        "sequence state lives in a fixed table of 4 lanes: a fifth live sequence is handed the lane (and so the "
+        "table and length) of a live one, so two sequences read and write one history",
+        "        self._new(seq)\n        self.seqs[seq] = _Seq()\n",
+        "        self._new(seq)\n        lanes = list(self.seqs.values())[:4]  # a fixed table of 4 sequence lanes\n"
+        "        self.seqs[seq] = _Seq() if len(self.seqs) < 4 else lanes[len(self.seqs) % 4]\n"),
 }
 
 
