@@ -3,11 +3,12 @@
 Order (``fuzz.phases.ORDER``): the one-off phases first — the boundary tours and the error tour
 (cheap, aimed), the long tour (only when the rate the tours showed says it ends in time), the bulk
 phase — then batches of generated and multi-instance cases by their budget shares until the time
-or ``max_examples`` runs out, a failure is found, or a stop is requested.
+or ``max_examples`` runs out or a stop is requested (``--stop-on-first``: or a finding is saved).
 
 Every exception a target raises is classified (DESIGN §4, :func:`fuzz.targets.base.failure_kind`):
-a mismatch or a crash is a finding, shrunk and saved; a harness fault stops the target at once with
-its one-line reason and is never shrunk, stored in the example database or saved.
+a mismatch or a crash is a finding, shrunk and saved — one per signature (DESIGN §4, distinct findings:
+:func:`fuzz.results.signature`), the campaign exploring on after each; a harness fault stops the target
+at once with its one-line reason and is never shrunk, stored in the example database or saved.
 
 Shrinking a failure (and reducing a failing tour) may run on for :func:`slack` seconds past the
 budget; then, or at a stop request (Ctrl-C, SIGTERM), it is cut short and the smallest failing case
@@ -53,6 +54,7 @@ def fuzz_target(
     deadline: float | None = None,
     once: bool = True,
     enough: Callable[[TargetResult], bool] | None = None,
+    prior: tuple[Failure, ...] = (),
 ) -> TargetResult:
     """Fuzz ``target`` as ``config`` says until ``seconds`` (default ``config.seconds``) pass,
     ``config.max_examples`` run, it fails, or ``stop()`` is true.
@@ -63,10 +65,12 @@ def fuzz_target(
     round); ``enough(result)`` true ends it early, as a spent budget does (:mod:`fuzz.schedule`'s coverage
     goal). A stop request or a ``KeyboardInterrupt`` ends the campaign cleanly: the result says
     ``interrupted`` and keeps the smallest failure found so far (saved as a seed). A harness fault ends
-    it with ``faults`` set and nothing saved for it.
+    it with ``faults`` set and nothing saved for it. A finding does not end it (``config.stop_on_first``
+    does): it is saved and the campaign explores on, reporting each signature once; ``prior`` are the
+    findings an earlier round of this campaign saved (not reported again).
     """
     camp = Campaign(target, config, seconds=config.seconds if seconds is None else seconds, database=database,
-                    on_progress=on_progress, stop=stop, deadline=deadline, enough=enough)
+                    on_progress=on_progress, stop=stop, deadline=deadline, enough=enough, prior=tuple(prior))
     one_off, repeating = ("tours", "errors", "long", "bulk", "scale", "leaks"), [Generated(), Instances(), Threads()]
     plan: list[Phase] = [BoundaryTours(), ErrorTour(), LongTour(), Bulk(), ScaleTours(), Leaks(), *repeating]
     if camp.target.kind == "paged":  # sequences in a block pool: its own tours and batches (fuzz/phases/paged.py)
@@ -104,7 +108,8 @@ def fuzz_target(
         rec = camp.res.phases_run.get(name)
         if rec is not None and rec["status"] == "not reached" and not rec.get("why"):
             rec["why"] = ("a harness fault stopped the campaign first" if camp.fault is not None else
-                          "a failure ended the campaign first" if camp.best or camp.bulk_found or camp.error else
+                          "a finding ended the campaign first" if camp.best or camp.error or (
+                              camp.res.failures and camp.config.stop_on_first) else
                           "interrupted first" if camp.res.interrupted else "the budget was spent before it")
     return _finish(camp)
 
@@ -134,13 +139,15 @@ def _loop(camp: Campaign, phases: list[HypothesisPhase]) -> None:
 
 
 def _finish(camp: Campaign) -> TargetResult:
-    """Settle the failure the campaign found (reducing a failing tour), save it, and close the result."""
-    res, target, error = camp.res, camp.target, camp.error
+    """Settle what is still open when the campaign ends — a failure whose shrinking or reduction was cut short
+    (by the budget, a stop request, a flaky replay), the other new findings met while it was shrunk — and close
+    the result. Every finding found on the way was saved already (:meth:`Campaign.settle`)."""
+    res, error, target = camp.res, camp.error, camp.target
     note = None
     if error is not None and hasattr(error, "_kvwindow_case"):
         smallest: Found | None = Found(error._kvwindow_case, error)  # Hypothesis's shrunk case, replayed last
     elif camp.bulk_found is not None:
-        smallest = camp.bulk_found  # reduced already: never a tour, so not reduced again below
+        smallest = camp.bulk_found
     else:
         smallest = camp.best
         if error is not None and isinstance(error, Flaky) and smallest is not None:
@@ -153,24 +160,11 @@ def _finish(camp: Campaign) -> TargetResult:
     if camp.fault is not None:
         res.faults.append(fault_line(camp.fault))
     if smallest is not None:
-        # Hypothesis cannot shrink a multi-instance case below the 2 instances it draws: the reducer
-        # tries dropping them (and gives tours the small seeds Hypothesis gives what it drew).
-        reduce = smallest.case.id in camp.explicit or bool(smallest.case.instances)
-        if reduce and smallest is not camp.bulk_found and camp.fault is None and not res.interrupted:
-            res.phase = "reducing"
-            camp.publish()
-            smallest, why = reduce_failure(target, smallest.case, smallest.error, deadline=camp.hard,
-                                           stop=camp.stopping, narrow_width=camp.config.width is None)
-            if why == "interrupted":
-                res.interrupted = True
-                note = "interrupted while reducing: the smallest failing case so far"
-            elif why == "deadline":
-                note = "reduction cut short at the time budget: the smallest failing case so far"
-            elif why is not None:
-                res.faults.append(why)
-        elif reduce and note is None and res.interrupted:
-            note = "interrupted while reducing: the smallest failing case so far (the failing case as it ran)"
-        _record_failure(res, target, smallest.error, smallest.case, camp.campaign_seed, camp.config, note)
+        camp.settle(smallest, note)
+    for sig, found in list(camp.deferred.items()):  # met while shrinking another one: saved as they ran
+        camp.deferred.pop(sig, None)
+        if sig not in camp.known.found and not (camp.config.stop_on_first and res.failures):
+            camp.settle(found, "found while another finding was shrunk; not reduced (the campaign ended first)")
     take = getattr(target, "take_slow", None)  # an isolated target's timeouts that were slow, not hangs
     if take is not None:
         res.slow += take()
@@ -179,12 +173,6 @@ def _finish(camp: Campaign) -> TargetResult:
     res.seconds = camp.elapsed()
     res.done = True
     return res
-
-
-def _record_failure(res: TargetResult, target: Target, error: BaseException, case, campaign_seed: int,
-                    config: CampaignConfig, note: str | None = None) -> None:
-    fail = Failure(target.name, message(error), case, kind=failure_kind(error), note=note)
-    res.failures.append(save_failure(fail, config, campaign_seed))
 
 
 def save_failure(fail: Failure, config: CampaignConfig, campaign_seed: int | None, *,

@@ -129,6 +129,9 @@ class CampaignConfig:
     known_repeats: int | None = 3
     #: The bulk phase also crosses position 2**31 on targets with a trace (``--long``).
     long: bool = False
+    #: End each target's campaign at its first finding (``--stop-on-first``); by default a campaign saves each
+    #: distinct finding (one per signature, DESIGN §4) and explores on until its budget ends.
+    stop_on_first: bool = False
 
     def __post_init__(self) -> None:
         if self.tester not in TESTERS:

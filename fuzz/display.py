@@ -190,8 +190,9 @@ class PlainDisplay:
         if r.phase != self.phase.get(r.name, "fuzzing"):  # a failure found: say so at once
             self.phase[r.name] = r.phase
             self.last[r.name] = now
-            print(self._line(r) + f" ({r.phase} a failure; Ctrl-C keeps the smallest case so far)",
-                  file=self.out, flush=True)
+            what = (f" (finding {len(r.failures)} saved; exploring on for other findings)" if r.phase == "fuzzing"
+                    else f" ({r.phase} a failure; Ctrl-C keeps the smallest case so far)")
+            print(self._line(r) + what, file=self.out, flush=True)
             return
         if now - self.last.get(r.name, self.start_time) >= self.interval:
             self.last[r.name] = now

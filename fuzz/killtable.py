@@ -227,8 +227,9 @@ def run_mutants(
         try:
             for rep in range(repeats):
                 first = rep == 0
+                # A kill is the first finding: its time and case are what the table measures (--stop-on-first).
                 run = config.replace(campaign_seed=base_seed + rep, db=None, tester=main_tester, shrink=first,
-                                     save_seeds=first and config.save_seeds)
+                                     save_seeds=first and config.save_seeds, stop_on_first=True)
                 t0 = time.monotonic()
                 res = fuzz_target(target if first else again(), run)
                 rec = run_record(res, run.campaign_seed, t0)

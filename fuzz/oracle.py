@@ -7,7 +7,7 @@ every op it knows ``lastWindow W history`` — what the target must hold.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -107,6 +107,70 @@ def history_table(epoch: int, width: int, rows: int,
     if 0 <= epoch % INSTANCE_EPOCHS < _TABLE_EPOCHS and epoch < 4 * INSTANCE_EPOCHS and pos.shape[0] <= _TABLE_ROWS:
         _TABLES[(epoch, width, dtype)] = table
     return table
+
+
+# ---------------------------------------------------------------------------
+# Readable differences at any window
+
+
+#: Entries shown either side of the first difference (a mismatch at W = 4096 prints a dozen numbers, not 8 192).
+AROUND = 3
+#: Lists this short are shown whole.
+WHOLE = 12
+
+
+def describe_difference(got: Sequence[Any], want: Sequence[Any], what: str = "positions",
+                        spec: str = "spec lastWindow") -> str:
+    """One line saying how ``got`` differs from ``want`` at any size: the first differing index, the entries
+    around it (got vs spec, :data:`AROUND` either side, the differing one in ``<>``), how many indices differ
+    and both lengths — never the whole list past :data:`WHOLE` entries. The words say whether the lengths
+    agree ("length N each" / "length got N, spec M"), so a cache that keeps one too many and one that keeps
+    the wrong ones read differently (and get different signatures, :func:`fuzz.results.message_shape`)."""
+    got, want = list(got), list(want)
+    n = min(len(got), len(want))
+    diff = [i for i in range(n) if got[i] != want[i]]
+    first = diff[0] if diff else n
+    count = len(diff) + abs(len(got) - len(want))
+    # No plural that follows a count: the message's shape (fuzz.results.message_shape) must not depend on it.
+    sizes = f"length {len(want)} each" if len(got) == len(want) else f"length got {len(got)}, spec {len(want)}"
+    whole = len(got) <= WHOLE and len(want) <= WHOLE
+    lo, hi = (0, max(len(got), len(want))) if whole else (max(0, first - AROUND), first + AROUND + 1)
+
+    def show(xs: list) -> str:
+        cells = [f"<{x}>" if i == first else str(x) for i, x in enumerate(xs[lo:hi], lo)]
+        if first >= len(xs) and len(got) != len(want):
+            cells.append("<end>")
+        return ("[... " if lo else "[") + ", ".join(cells) + (" ...]" if hi < len(xs) else "]")
+
+    tail = "" if len(got) == len(want) else f"; last got {got[-1:]}, spec {want[-1:]}"
+    return (f"{what} differ from {spec} at index {first}: {count} differ, {sizes}; "
+            f"got {show(got)}, spec {show(want)}{tail}")
+
+
+def _rows_differ(g: np.ndarray, w: np.ndarray, n: int) -> np.ndarray:
+    """Which of ``n`` rows differ: bit for bit when the dtypes agree (as :func:`_same`), by value across them."""
+    if g.dtype == w.dtype:
+        gb = np.ascontiguousarray(g).reshape(n, -1).view(np.uint8)
+        wb = np.ascontiguousarray(w).reshape(n, -1).view(np.uint8)
+        return ~(gb == wb).all(axis=1)
+    return ~(g == w).reshape(n, -1).all(axis=1)
+
+
+def payload_difference(positions: np.ndarray, pairs: tuple) -> str:
+    """The first row whose key or value differs (``pairs``: ``(label, got, want)`` arrays of rows), its first
+    floats, and how many rows differ: readable at any window and payload width."""
+    for label, g, w in pairs:
+        if g.shape != w.shape:
+            return f"{label}s have shape {tuple(g.shape)}, spec {tuple(w.shape)}"
+    n = len(positions)
+    bad = {label: _rows_differ(g, w, n) for label, g, w in pairs}
+    rows = np.flatnonzero(np.logical_or.reduce(list(bad.values())))
+    if not rows.size:
+        raise AssertionError("unreachable: the payload arrays differ but no row does")
+    i = int(rows[0])
+    label, g, w = next((lb, g, w) for lb, g, w in pairs if bad[lb][i])
+    return (f"{label} of position {int(positions[i])} (index {i}): got {g[i][:4].tolist()}..., want "
+            f"{w[i][:4].tolist()}... ({rows.size} of {len(positions)} rows differ)")
 
 
 # ---------------------------------------------------------------------------

@@ -8,15 +8,19 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from fuzz.seeds import Seed
-from fuzz.targets.base import Target, failure_kind, subject_call
+from fuzz.results import known_signature, signature
+from fuzz.targets.base import HARNESS, Target, failure_kind, subject_call
 
 
 class Outcome(NamedTuple):
     """A replay that did not pass: ``kind`` is ``mismatch``, ``crash`` (findings), ``known`` (a written-up
-    finding, ``docs/findings/``, reproduced) or ``harness``."""
+    finding, ``docs/findings/``, reproduced) or ``harness``; ``signature`` says which bug it is, in the one form
+    a campaign's findings have (:func:`fuzz.results.signature`; a known finding's is ``known:<id>``), so a
+    replay can be matched against the finding that saved the seed."""
 
     kind: str
     message: str
+    signature: str | None = None
 
 
 #: The kind of a replay that reproduced a known finding: a replay is for seeing the bug again, so it fails.
@@ -35,11 +39,13 @@ def replay_outcome(seed: Seed, target: Target) -> Outcome | None:
     try:
         stats = subject_call(target.run, seed.run_case)
     except Exception as e:  # noqa: BLE001 - any failure of the target is the outcome
-        return Outcome(failure_kind(e), f"{type(e).__name__}: {e}")
+        kind = failure_kind(e)
+        return Outcome(kind, f"{type(e).__name__}: {e}",
+                       None if kind == HARNESS else signature(target.name, e, seed.run_case))
     known = [fid for fid, reproduced in stats.known.items() if reproduced]
     if known:
         return Outcome(KNOWN, "known finding " + ", ".join(f"{fid} reproduced (docs/findings/{fid}.md)"
-                                                           for fid in known))
+                                                           for fid in known), known_signature(known[0]))
     return None
 
 

@@ -7,15 +7,126 @@ report; :func:`merge` sums one target's results from several workers.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from fuzz.oracle import PHASES
 from fuzz.paged.ops import case_from_json
-from fuzz.targets.base import MISMATCH
+from fuzz.targets.base import CRASH, MISMATCH, failure_kind
 
 #: How a case that hit a known finding ended (:attr:`fuzz.targets.base.RunStats.known`) -> its counter.
 KNOWN_OUTCOMES = {True: "reproduced", False: "not_reproduced", None: "skipped"}
+
+
+# ---------------------------------------------------------------------------
+# Distinct findings (DESIGN §4): what makes two failures one bug
+
+
+#: Numbers (ints, floats, hex, signed, with exponents) in a message: values that change from case to case.
+_NUMBER = re.compile(r"[-+]?(?:0x[0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf)")
+#: Quoted strings in a message (values, paths).
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+
+
+def message_shape(text: str) -> str:
+    """The shape of a failure message: its words with every value abstracted, so two cases of one bug
+    (other positions, windows, payloads, lengths) give one shape and two bugs whose messages say different
+    things give two. Bracketed lists become ``[…]``, numbers ``#``, quoted values ``'…'``; only the first
+    line counts, and runs of the same token collapse (``#, #, #`` is ``#``)."""
+    line = (text.splitlines() or [""])[0]
+    line = re.sub(r"^instance @\d+: ", "", line)  # which live instance showed it is no part of the bug
+    out, depth = [], 0
+    for ch in line:  # nested lists and tuples, of any length, become one token
+        if ch in "[(":
+            if depth == 0:
+                out.append("[…]" if ch == "[" else "(…)")
+            depth += 1
+        elif ch in "])" and depth:
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    shape = _QUOTED.sub("'…'", "".join(out))
+    shape = _NUMBER.sub("#", shape)
+    shape = re.sub(r"#(?:\s*[,x/:.]\s*#)+", "#", shape)
+    return re.sub(r"\s+", " ", shape).strip()
+
+
+def boundary_class(case: Any, index: int | None) -> str:
+    """Where op ``index`` of ``case`` left its stream against the window: ``filling`` (still below W) or
+    ``window`` (at W or past it: the window is full and, past it, evicting), ``empty`` (nothing pushed);
+    a reset is ``reset``, a bad call ``refused``; ``start`` before the first op, ``case`` when the target
+    does not say which op failed. The classes are coarse on purpose — measured on the single-bug mutants,
+    telling "reaches W" from "first eviction" from "steady state" split one bug into up to four findings
+    (a push path wrong when full fails at the first eviction after pushes and in the steady state after a
+    chunk); two bugs the classes cannot tell apart still differ in the op that failed or what the message says."""
+    if index is None:
+        return "case"
+    if index < 0:
+        return "start"
+    if getattr(case, "paged", False) or index >= len(getattr(case, "ops", ())):
+        return "case"
+    from fuzz.ops import Bad, Reset, target_of
+
+    n = [0] * max(1, case.instance_count)
+    windows = [case.instance_window(k) for k in range(case.instance_count)] or [case.window]
+    for op in case.ops[:index]:
+        k, bare = target_of(op)
+        if isinstance(bare, Reset):
+            n[k], windows[k] = 0, bare.window
+        elif not isinstance(bare, Bad):
+            n[k] += bare.tokens
+    k, bare = target_of(case.ops[index])
+    if isinstance(bare, Reset):
+        return "reset"
+    if isinstance(bare, Bad):
+        return "refused"
+    after = n[k] + bare.tokens
+    return "empty" if after == 0 else "filling" if after < windows[k] else "window"
+
+
+def op_kind(op: Any, index: int | None) -> str:
+    """The kind of the first failing op: ``write`` (a push or a chunk: a chunk is pushes), ``reset``,
+    ``bad`` (a call the error contract refuses), or a paged op's name; ``reset`` for the case's opening reset,
+    ``case`` when unknown. Which bad call it was is left to the message, which names the API call and the status
+    it broke: one check written after the write it guards is hit by ``bad:gap``, ``bad:dup`` and ``bad:past``
+    alike (measured: three findings for one bug when the kind was part of it)."""
+    if op is None:
+        return "reset" if index is not None and index < 0 else "case"
+    bare = getattr(op, "op", op)  # an instance-addressed op: the op itself
+    text = getattr(bare, "text", type(bare).__name__)
+    if text.startswith("bad:"):
+        return "bad"
+    name = text.split(":")[0].split()[0] if text else type(bare).__name__.lower()
+    return "write" if name in ("push", "chunk") else name
+
+
+def signature(target: str, error: BaseException, case: Any) -> str:
+    """A finding's signature (DESIGN §4, distinct findings): the target, the outcome kind, the first failing
+    op's kind and boundary class, and the shape of the message (:func:`message_shape`) — one string, equal for
+    two cases of one bug and different for two bugs. A campaign reports one finding per signature, leaves out
+    later cases predicted to repeat one it found (:class:`fuzz.phases.known.KnownBudget`), and a shrink that
+    changes it is rejected. A known finding's signature is ``known:<id>`` (:func:`known_signature`)."""
+    index, op = getattr(error, "index", None), getattr(error, "op", None)
+    detail = getattr(error, "detail", None)
+    text = detail if isinstance(detail, str) else f"{type(error).__name__}: {error}"
+    kind, shape = failure_kind(error), message_shape(text)
+    # Where the stream stood against W tells bugs in *which entries* a cache holds apart (one that keeps too many
+    # once full, one that returns garbage while filling). A crash names its bug itself (the exception and its
+    # message), and a payload that comes back changed is wrong wherever the stream stands: for them the class
+    # is "any" — a cache that raises at position 5, or drops a key's fifth float, does so filling or evicting.
+    where = "any" if kind == CRASH or _PAYLOAD.match(shape) else boundary_class(case, index)
+    return " | ".join((target, kind, op_kind(op, index), where, shape))
+
+
+#: A message about a key's or value's contents (not about which positions are held).
+_PAYLOAD = re.compile(r"^(?:\[…\] )?(?:keys?|values?) (?:of|or|have)\b")
+
+
+def known_signature(finding_id: str) -> str:
+    """The signature of a known finding (``docs/findings/<id>.md``): its id names the bug already."""
+    return f"known:{finding_id}"
 
 
 @dataclass
@@ -39,18 +150,31 @@ class Failure:
     note: str | None = None
     #: A corrupt file that held this seed's id, moved aside to make room (``<id>.json.corrupt``).
     moved_aside: str | None = None
+    #: What makes it one bug (:func:`signature`): the campaign reports one finding per signature.
+    signature: str | None = None
+    #: Later cases that failed with this signature again (run, not re-reported) and cases left out before
+    #: they ran because they were predicted to (:class:`fuzz.phases.known.KnownBudget`).
+    repeats: int = 0
+    left_out: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {"target": self.target, "kind": self.kind, "error": self.error, "case": self.case.to_json(),
                 "seed_id": self.seed_id, "seed_path": self.seed_path, "replay": self.replay,
                 "created": self.created, "seed_error": self.seed_error, "note": self.note,
-                "moved_aside": self.moved_aside}
+                "moved_aside": self.moved_aside, "signature": self.signature, "repeats": self.repeats,
+                "left_out": self.left_out}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Failure":
         return cls(d["target"], d["error"], case_from_json(d["case"]), d.get("seed_id"), d.get("seed_path"),
                    d.get("replay"), d.get("created", True), d.get("kind", MISMATCH), d.get("seed_error"),
-                   d.get("note"), d.get("moved_aside"))
+                   d.get("note"), d.get("moved_aside"), d.get("signature"), d.get("repeats", 0),
+                   d.get("left_out", 0))
+
+    @property
+    def key(self) -> str:
+        """What two reports of one bug share: the signature (a failure from an older report: its case)."""
+        return self.signature or f"case:{self.case.id}"
 
 
 @dataclass
@@ -113,6 +237,9 @@ class TargetResult:
     #: kind -> how many times cases made it, and one sample case each (kind -> ``{"case", "op"}``).
     efficiency: dict[str, int] = field(default_factory=dict)
     efficiency_samples: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Seeds this campaign's workers saved for a signature another worker had saved first (:func:`merge`): the
+    #: parent removes them (:func:`fuzz.workers.run_workers`), so one bug leaves one seed.
+    duplicate_seeds: list[str] = field(default_factory=list)
     #: Cases of an isolated target that ran past the op limit once and ended when run again alone with a
     #: longer one: slow, not a finding (never a seed, never exit 1; :mod:`fuzz.targets.supervisor`).
     slow: list[dict[str, Any]] = field(default_factory=list)
@@ -228,6 +355,7 @@ def merge(name: str, parts: list[TargetResult]) -> TargetResult:
     m = TargetResult(name, workers=len(parts))
     m.seconds = max((p.seconds for p in parts), default=0.0)
     seen: set[str] = set()
+    by_key: dict[str, Failure] = {}
     for p in parts:
         m.examples += p.examples
         m.tokens += p.tokens
@@ -255,10 +383,17 @@ def merge(name: str, parts: list[TargetResult]) -> TargetResult:
         m.faults += [f for f in p.faults if f not in m.faults]
         m.warnings += [w for w in p.warnings if w not in m.warnings]
         m.slow += p.slow
-        for f in p.failures:
-            if f.case.id not in seen:  # two workers that shrink to the same case found one bug
-                seen.add(f.case.id)
-                m.failures.append(f)
+        for f in p.failures:  # two workers (or rounds) that found one signature found one bug
+            have = by_key.get(f.key)
+            if have is None:
+                by_key[f.key] = have = dataclasses.replace(f)  # a copy: merge runs again at every update
+                m.failures.append(have)
+            else:
+                have.repeats += f.repeats + 1
+                have.left_out += f.left_out
+                if f.seed_path and f.created and f.seed_path != have.seed_path:
+                    m.duplicate_seeds.append(f.seed_path)
+            seen.add(f.case.id)
     first = min((p for p in parts if p.seconds_to_fail is not None), key=lambda p: p.seconds_to_fail, default=None)
     if first is not None:  # the worker that failed first
         m.examples_to_fail, m.seconds_to_fail, m.tokens_to_fail = \
@@ -266,6 +401,7 @@ def merge(name: str, parts: list[TargetResult]) -> TargetResult:
     m.done = all(p.done for p in parts) and bool(parts)
     busy = [p.phase for p in parts if not p.done and p.phase != "fuzzing"]
     m.phase = "done" if m.done else (busy[0] if busy else "fuzzing")
-    pending = [p.pending for p in parts if p.pending is not None and p.pending.case.id not in seen]
+    pending = [p.pending for p in parts if p.pending is not None and p.pending.case.id not in seen
+               and p.pending.key not in by_key]
     m.pending = min(pending, key=lambda f: (len(f.case.ops), f.case.tokens), default=None)
     return m

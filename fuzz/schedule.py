@@ -12,7 +12,9 @@ tenth of that and idled, every ``hf:<model_type>`` target ran 15–40 examples a
    with the repeating phases (generated and multi-instance cases; :func:`fuzz.campaign.fuzz_target`
    with ``once=False``); the example database carries what round 1 found.
 
-A target that found something, hit a harness fault or was interrupted gets no second round. A target
+A target that hit a harness fault or was interrupted gets no second round, nor one that found something
+under ``--stop-on-first``; otherwise its second round knows the findings of its first (``prior``) and
+reports only new ones. A target
 that does not reach its goal says why in the summary (:func:`goal_note`). Targets are built before the
 clock starts: the budget is fuzzing time, not the seconds it takes to import transformers.
 """
@@ -117,11 +119,11 @@ def run_targets(config: CampaignConfig, get_target: Callable[[str], Target], *, 
             publish_with_warnings(r)
             if r.interrupted:
                 break
-            if goal is None or r.failures or r.faults:
+            if goal is None or (r.failures and config.stop_on_first) or r.faults:
                 release(spec)
         # Round 2: the time left, evenly, to every target still worth fuzzing.
-        again = [s for s in specs if s in results and not (results[s].failures or results[s].faults
-                                                           or results[s].interrupted)]
+        again = [s for s in specs if s in results and not ((results[s].failures and config.stop_on_first)
+                                                           or results[s].faults or results[s].interrupted)]
         if goal is not None and again and left() > MIN_ROUND_S and not stop():
             for n, spec in enumerate(again):
                 if stop() or left() <= MIN_ROUND_S / 2:
@@ -130,7 +132,8 @@ def run_targets(config: CampaignConfig, get_target: Callable[[str], Target], *, 
                 now = time.monotonic()
                 more = fuzz_target(target_for(spec), config, seconds=share, database=database,
                                    on_progress=lambda r, s=spec: publish_with_warnings(absorb(results[s], r)),
-                                   stop=stop, deadline=min(hard, now + share + slack(share)), once=False)
+                                   stop=stop, deadline=min(hard, now + share + slack(share)), once=False,
+                                   prior=tuple(results[spec].failures))
                 results[spec] = absorb(results[spec], more)
                 publish_with_warnings(results[spec])
                 release(spec)

@@ -6,8 +6,9 @@ the whole time budget and its own derived Hypothesis seed; all of them share one
 directory, or a Redis server via ``redis://`` so several machines pool what they find).
 Workers stream progress snapshots to the parent, which merges them per target:
 examples, tokens and phase counts add up, rates are totals over wall time, and
-failures are de-duplicated by seed id (seed ids are content hashes, so two
-workers that shrink to the same case save one file).
+findings are de-duplicated by signature (DESIGN §4, distinct findings: two workers
+that found one bug report one finding; a second seed a worker saved for it in this
+campaign is removed, so one bug leaves one seed).
 
 Stopping (:class:`StopRequest`): the first Ctrl-C or SIGTERM asks every campaign to
 stop at its next example — a failure being shrunk or reduced is cut short and its
@@ -269,6 +270,20 @@ def _death(code: int | None) -> str:
     return f"exited with code {code}"
 
 
+def _drop_duplicate_seeds(r: TargetResult) -> None:
+    """Remove the seeds workers saved in this campaign for a signature another worker saved first (:func:`merge`
+    lists them; a seed that was already stored before the campaign is never in the list)."""
+    kept = {f.seed_path for f in r.failures}
+    for path in r.duplicate_seeds:
+        if path in kept:
+            continue
+        try:
+            os.unlink(path)
+        except OSError as e:
+            r.warnings.append(f"{r.name}: could not remove the duplicate seed {path}: {e.strerror or e}")
+    r.duplicate_seeds = []
+
+
 def run_workers(config: CampaignConfig, *, on_update: Callable[[TargetResult], None] | None = None,
                 grace: float = 60.0, stop: Callable[[], bool] | None = None,
                 ) -> tuple[list[TargetResult], bool, list[int], list[str]]:
@@ -366,5 +381,7 @@ def run_workers(config: CampaignConfig, *, on_update: Callable[[TargetResult], N
             p.terminate()
     names = list(dict.fromkeys(n for (_, n) in latest))
     merged = [merge(n, [r for (i, m), r in latest.items() if m == n]) for n in names]
+    for r in merged:
+        _drop_duplicate_seeds(r)
     interrupted = interrupted or any(r.interrupted for r in merged)
     return merged, interrupted, [pids[i] for i in sorted(pids)], errors

@@ -29,7 +29,8 @@ def test_equal_contents_compare_equal():
 def test_positions_are_compared_first():
     want = _want()
     got = (want[0] + 1, want[1], want[2])
-    assert compare_arrays(got, want) == "positions [5, 6, 7] != spec lastWindow [4, 5, 6]"
+    assert compare_arrays(got, want) == ("positions differ from spec lastWindow at index 0: 3 differ, length 3 each; "
+                                         "got [<5>, 6, 7], spec [<4>, 5, 6]")
 
 
 def test_the_first_differing_payload_is_named():
@@ -37,7 +38,7 @@ def test_the_first_differing_payload_is_named():
     keys = want[1].copy()
     keys[1, 2] += 1
     diff = compare_arrays((want[0], keys, want[2]), want)
-    assert diff.startswith("key of position 5: got")
+    assert diff.startswith("key of position 5 (index 1): got") and diff.endswith("(1 of 3 rows differ)"), diff
 
 
 def test_payloads_must_match_bit_for_bit():

@@ -39,9 +39,10 @@ def test_injected_c_bug_found_saved_replayed_and_survives_restart(tmp_path, caps
     rc = main(["fuzz", "--target", f"c:{buggy}", "--time", "30", "--seed", "0", "--seeds-dir", str(sd),
                "--report", str(rep), "--db", str(tmp_path / "db")])
     assert rc == 1
-    (seed_file,) = sd.glob("*.json")
     doc = json.loads(rep.read_text())
-    assert doc["failures"][0]["seed_id"] == seed_file.stem
+    # One seed per distinct finding (the bug shows in read and in the trace, filling and full: DESIGN §4).
+    assert sorted(p.stem for p in sd.glob("*.json")) == sorted(f["seed_id"] for f in doc["failures"])
+    seed_file = sd / f"{doc['failures'][0]['seed_id']}.json"
     # Restart: new processes re-read the seed from disk.
     bad = _kvwindow("replay", str(seed_file), "--target", f"c:{buggy}")
     assert bad.returncode == 1 and "FAILED" in bad.stdout, bad.stdout + bad.stderr

@@ -167,11 +167,13 @@ def test_the_replay_hint_a_mutant_campaign_prints_resolves_and_replays(tmp_path,
     if rc == 2 and "not available here" in err:
         pytest.skip(err.strip())
     assert rc == 1, out + err
-    (hint,) = _replay_hints(out)
-    argv = hint.split()
-    assert argv[:2] == ["kvwindow", "replay"] and argv[3] == "--target" and argv[4] == f"mutant:{mutant}"
-    rc, out, err = run(capsys, *argv[1:])
-    assert rc == 1 and "FAILED" in out, out + err  # resolves, and the mutant fails its seed again
+    hints = _replay_hints(out)
+    assert hints and len(set(hints)) == len(hints)  # one per distinct finding, each its own seed
+    for hint in hints:
+        argv = hint.split()
+        assert argv[:2] == ["kvwindow", "replay"] and argv[3] == "--target" and argv[4] == f"mutant:{mutant}"
+        rc, out, err = run(capsys, *argv[1:])
+        assert rc == 1 and "FAILED" in out, out + err  # resolves, and the mutant fails its seed again
 
 
 def test_every_target_name_is_a_target_value_that_resolves(tmp_path):

@@ -108,7 +108,7 @@ def test_measure_bulk_reports_rate():
     (("memcpy(r->values + s * wd, value, wd * sizeof(float));",
       "memcpy(r->values + s * wd, value, (wd - 1) * sizeof(float));"), "payload checksum"),
     # The trace reports one entry too few in each row.
-    (("const int64_t len = rkv_len(r->n, w);", "const int64_t len = rkv_len(r->n - 1, w);"), "the window is"),
+    (("const int64_t len = rkv_len(r->n, w);", "const int64_t len = rkv_len(r->n - 1, w);"), "window positions differ"),
 ])
 def test_bulk_catches_broken_copies(tmp_path, edit, what):
     from impl._ring_build import compile_ring_library

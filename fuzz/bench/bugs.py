@@ -103,7 +103,7 @@ def _campaign(bug: Bug, target: Any, tester: str, seed: int, seconds: float) -> 
 
     done = _reproduced(bug)
     cfg = CampaignConfig(seconds=seconds, campaign_seed=seed, tester="biased" if tester == "kvwindow" else "uniform",
-                         save_seeds=False, shrink=False, known_repeats=None)
+                         save_seeds=False, shrink=False, known_repeats=None, stop_on_first=True)
     r = fuzz_target(target, cfg, database=None, enough=done)
     if r.faults:
         raise Unavailable(f"{bug.spec}: harness fault: {r.faults[0]}")

@@ -159,6 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--known-repeats", type=int, default=3, metavar="K",
                    help="after a known finding reproduced K times on a target, leave out the cases that would hit "
                         "it before they run (default 3; -1: run them all)")
+    f.add_argument("--stop-on-first", action="store_true",
+                   help="end each target's campaign at its first finding (default: save each distinct finding, "
+                        "one per signature, and explore on until the time is spent)")
     _isolation_flags(f)
     f.set_defaults(func=_cmd_fuzz)
 

@@ -32,6 +32,11 @@ def list_targets() -> int:
 def print_failure(r, f, config: CampaignConfig) -> None:
     print(f"\nFAILED {r.name} ({f.kind}): {f.error.splitlines()[0]}")
     print(f"  shrunk case: {f.case}")
+    if f.signature:
+        print(f"  signature: {f.signature}")
+    if f.repeats or f.left_out:
+        print(f"  the same signature again: {f.repeats} later case(s) failed with it (not reported again), "
+              f"{f.left_out} left out before they ran")
     if f.note:
         print(f"  note: {f.note}")
     if f.moved_aside:
@@ -83,6 +88,7 @@ def cmd_fuzz(args) -> int:
                             window_max=args.window_max, campaign_seed=args.seed, workers=args.workers,
                             db=db, seeds_dir=str(seeds_dir), width=args.width, dtype=args.dtype, long=args.long,
                             accept_known=args.accept_known, skip_known=args.skip_known,
+                            stop_on_first=args.stop_on_first,
                             known_repeats=None if args.known_repeats < 0 else args.known_repeats, **isolation(args))
     try:
         database = workers.open_database(config.db)  # a bad --db fails here, before anything runs
@@ -147,6 +153,8 @@ def finish(args, config: CampaignConfig, console, results, interrupted: bool, pi
         print(f"kvwindow: interrupted ({why}); results so far are kept"
               + (f" (report: {args.report})" if args.report else ""))
     for r in failed:
+        if len(r.failures) > 1:
+            print(f"\n{r.name}: {len(r.failures)} distinct findings (one per signature, each with its own seed)")
         for f in r.failures:
             print_failure(r, f, config)
     if args.report:

@@ -28,6 +28,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from fuzz.oracle import describe_difference, payload_difference
 from fuzz.paged.oracle import PagedSpec, common_prefix
 from fuzz.targets.base import Mismatch
 
@@ -434,15 +435,12 @@ def compare(got: tuple, want: tuple) -> Optional[str]:
     gp, gk, gv = got
     wp, wk, wv = want
     if gp.shape != wp.shape or gp.tobytes() != wp.tobytes():
-        return f"positions {np.asarray(gp).tolist()} != lastWindow (W-1) of its history {wp.tolist()}"
+        return describe_difference(np.asarray(gp).tolist(), wp.tolist(), spec="lastWindow (W-1) of its history")
     if gk.dtype == wk.dtype and gv.dtype == wv.dtype and gk.shape == wk.shape and gv.shape == wv.shape:
         if gk.tobytes() == wk.tobytes() and gv.tobytes() == wv.tobytes():
             return None
     elif gk.shape == wk.shape and gv.shape == wv.shape and np.array_equal(gk, wk) and np.array_equal(gv, wv):
         return None
-    for r, p in enumerate(wp.tolist()):
-        for label, g, w in (("key", gk, wk), ("value", gv, wv)):
-            if r >= len(g) or not np.array_equal(g[r], w[r]):
-                return (f"{label} of position {p}: got {np.asarray(g[r])[:4].tolist() if r < len(g) else None}..., "
-                        f"want {w[r][:4].tolist()}... (another sequence's or a stale entry)")
-    return "keys or values differ in shape"
+    if gk.shape != wk.shape or gv.shape != wv.shape:
+        return f"keys or values differ in shape: got {tuple(gk.shape)}, spec {tuple(wk.shape)}"
+    return payload_difference(wp, (("key", gk, wk), ("value", gv, wv))) + " (another sequence's or a stale entry)"

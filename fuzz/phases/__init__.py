@@ -29,8 +29,11 @@ the budget spent before it) says why too, and the summary shows both (``TargetRe
 
 Every phase runs its cases through :meth:`fuzz.phases.context.Campaign.execute`, the one place that
 counts examples, keeps the smallest failure, stops at the budget and — for cases that would hit a
-known finding already reproduced ``--known-repeats`` times — rejects them before they run
-(:mod:`fuzz.phases.known`). A new phase is one new module here and one line in :data:`ORDER`.
+known finding already reproduced ``--known-repeats`` times, or repeat a finding this campaign saved —
+rejects them before they run (:mod:`fuzz.phases.known`). A finding is saved as soon as it is settled
+(:meth:`fuzz.phases.context.Campaign.settle`) and every phase goes on, reporting each signature once
+(DESIGN §4, distinct findings; ``--stop-on-first`` ends the campaign at the first). A new phase is one
+new module here and one line in :data:`ORDER`.
 """
 
 from __future__ import annotations

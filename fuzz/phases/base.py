@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, Phase as HPhase, Verbosity, given, seed as h
 from hypothesis.errors import Unsatisfiable
 
 from fuzz.ops import Case
-from fuzz.phases.context import Campaign, Stop
+from fuzz.phases.context import Campaign, Found, Stop
 
 #: Examples per Hypothesis batch (each batch has its own derived seed; the database carries what earlier ones found).
 BATCH = 100
@@ -33,7 +33,8 @@ class Phase(ABC):
 
 
 class ExplicitPhase(Phase):
-    """A fixed list of cases, each run once; the first failure ends the phase (and the campaign)."""
+    """A fixed list of cases, each run once; a failure is reduced and saved at once and the phase goes on
+    (``--stop-on-first``: it ends the phase and the campaign)."""
 
     @abstractmethod
     def cases(self, camp: Campaign) -> list[Case]:
@@ -62,9 +63,12 @@ class ExplicitPhase(Phase):
                 camp.done = True
                 camp.res.interrupted |= camp.stopping()
                 break
-            except Exception:  # noqa: BLE001 - a finding: Campaign.found kept it; it is reduced at the end
-                camp.done = True
-                break
+            except Exception:  # noqa: BLE001 - a finding: Campaign.found kept it; reduced and saved now
+                if camp.best is None:  # the target left the case out (Hypothesis's reject()): not a finding
+                    continue
+                camp.settle(camp.best)
+                if camp.done:  # --stop-on-first, a stop request, a fault while reducing
+                    break
         if camp.phase_record(self.name)["examples"]:
             camp.mark(self.name, "ran")
         else:
@@ -138,8 +142,13 @@ class HypothesisPhase(Phase):
                 self.exhausted = ("every case it drew hits a known finding already reproduced "
                                   f"{camp.config.known_repeats} times (--known-repeats)")
         except Exception as e:  # noqa: BLE001 - a finding, or a fault of Hypothesis / the database
-            camp.error = e
-            camp.done = True
+            if hasattr(e, "_kvwindow_case"):  # Hypothesis's shrunk case, replayed last: saved, then on exploring
+                self.seconds += time.monotonic() - began
+                began = time.monotonic()
+                camp.settle(Found(e._kvwindow_case, e))
+            else:  # Flaky, or raised outside the test function: settled (or a fault) at the end
+                camp.error = e
+                camp.done = True
         finally:
             self.seconds += time.monotonic() - began
         if camp.best is not None:  # a failure whose shrinking ended some other way: keep what was found

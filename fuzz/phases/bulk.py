@@ -58,12 +58,14 @@ class Bulk(Phase):
         res.bulk_seconds += phase.seconds
         if phase.error is None:
             return
-        camp.done = True
         if failure_kind(phase.error) == HARNESS:
             camp.fault = phase.error
+            camp.done = True
             return
-        res.examples_to_fail = res.examples + 1
-        res.seconds_to_fail = round(camp.elapsed(), 4)
-        res.tokens_to_fail = res.tokens + phase.tokens
+        if res.examples_to_fail is None:
+            res.examples_to_fail = res.examples + 1
+            res.seconds_to_fail = round(camp.elapsed(), 4)
+            res.tokens_to_fail = res.tokens + phase.tokens
         case = phase.case if phase.case.width is not None else phase.case.replace(width=width)
-        camp.bulk_found = Found(case, phase.error)
+        camp.bulk_found = Found(case, phase.error)  # reduced already: saved as it is, then on exploring
+        camp.settle(camp.bulk_found)

@@ -11,6 +11,13 @@ the fastest rate seen, whether the bulk phase ran) is this object's state; every
 * runs it, counts it (examples, tokens, coverage, known findings, per-phase counters);
 * keeps the smallest failing case seen so far from the first failure on (published as ``pending``
   so a parent can save it if this process dies), and stops the target at a harness fault.
+
+Distinct findings (DESIGN §4): every failure has a signature (:func:`fuzz.results.signature`). A failure
+whose signature this campaign already reported is not reported again (it counts as a repeat of that
+finding, and to Hypothesis the case passes); while one finding is shrunk, a failure with another new
+signature never replaces it (a shrink that changes the signature is rejected) but is kept aside
+(:attr:`Campaign.deferred`) and settled — reduced, saved — once the first one is. :meth:`Campaign.settle`
+saves a finding and lets the campaign go on exploring (``--stop-on-first``: it ends there).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from fuzz.config import CampaignConfig
 from fuzz.ops import Case
 from fuzz.phases import ORDER
 from fuzz.phases.known import KnownBudget
-from fuzz.results import Failure, TargetResult
+from fuzz.results import Failure, TargetResult, signature
 from fuzz.targets.base import HARNESS, Target, failure_kind
 from fuzz.targets.known import release_warnings
 
@@ -54,6 +61,8 @@ def size(case: Case) -> tuple[int, int, int, int]:
 
 
 def message(error: BaseException) -> str:
+    """The one-line-first text of a failure as reports keep it (every mismatch message is already short at any
+    window: :func:`fuzz.oracle.describe_difference`; the cut is a guard against a third-party error's length)."""
     return f"{type(error).__name__}: {error}"[:2000]
 
 
@@ -70,7 +79,7 @@ class Campaign:
                  database: ExampleDatabase | None = None,
                  on_progress: Callable[[TargetResult], None] | None = None,
                  stop: Callable[[], bool] | None = None, deadline: float | None = None,
-                 enough: Callable[[TargetResult], bool] | None = None):
+                 enough: Callable[[TargetResult], bool] | None = None, prior: tuple[Failure, ...] = ()):
         self.config = config
         self.target = target.configured(config)  # the campaign's pinned width and dtype, --skip-known
         self.seconds = seconds
@@ -101,6 +110,12 @@ class Campaign:
         self.fastest = 0.0  # tokens/s of the fastest example so far
         self.done = False
         self.known = KnownBudget(config.known_repeats, res)
+        for f in prior:  # findings an earlier round of this campaign saved: not found again (fuzz.schedule)
+            self.known.record(f)
+        #: The signature of the finding being shrunk or reduced now (``None``: none).
+        self.shrinking: Optional[str] = None
+        #: Other new signatures met meanwhile: signature -> the smallest case of it (settled after the current one).
+        self.deferred: dict[str, Found] = {}
 
     # -- time and stopping -------------------------------------------------
     def stopping(self) -> bool:
@@ -134,26 +149,102 @@ class Campaign:
             rec.pop("why", None)
 
     # -- failures -------------------------------------------------------------
-    def found(self, case: Case, e: BaseException) -> None:
-        """Keep ``case`` if it is the smallest failing the way the first failure did."""
+    def found(self, case: Case, e: BaseException, sig: str) -> None:
+        """Keep ``case`` if it is the smallest failing with the signature being shrunk (the first new one)."""
         res = self.res
         if self.best is None:
-            res.examples_to_fail = res.examples
-            res.seconds_to_fail = round(self.elapsed(), 4)
-            res.tokens_to_fail = res.tokens + case.tokens
+            if res.examples_to_fail is None:  # time to bug: the campaign's first finding
+                res.examples_to_fail = res.examples
+                res.seconds_to_fail = round(self.elapsed(), 4)
+                res.tokens_to_fail = res.tokens + case.tokens
             res.phase = "reducing" if case.id in self.explicit else "shrinking"
+            self.shrinking = sig
             set_fresh(self.target, True)
-        elif type(e) is not type(self.best.error) or size(case) > size(self.best.case):
+        elif sig != self.shrinking or size(case) > size(self.best.case):
             return
         self.best = Found(case, e)
-        res.pending = Failure(self.target.name, message(e), case, kind=failure_kind(e))
+        res.pending = Failure(self.target.name, message(e), case, kind=failure_kind(e), signature=sig)
         self.publish()
+
+    def defer(self, sig: str, case: Case, e: BaseException) -> None:
+        """Keep a failure with a new signature met while another one is shrunk (the smallest case of it)."""
+        have = self.deferred.get(sig)
+        if have is None or size(case) < size(have.case):
+            self.deferred[sig] = Found(case, e)
+
+    def settle(self, smallest: Found, note: Optional[str] = None) -> None:
+        """Save the finding ``smallest`` stands for (a tour's or a multi-instance case's reduced first, never into
+        another signature), record its signature so later cases of it are left out or not re-reported, and go
+        on exploring (``--stop-on-first``: the campaign ends here). Then the other new signatures met meanwhile."""
+        from fuzz.campaign import save_failure
+        from fuzz.phases.reduce import fault_line, reduce_failure
+
+        res, target = self.res, self.target
+        sig = signature(target.name, smallest.error, smallest.case)
+        seen = self.known.found.get(sig)
+        if seen is not None:  # e.g. the bulk phase meeting a tour's finding: one finding, counted again
+            seen.repeats += 1
+            self.best, self.error, self.shrinking, self.bulk_found = None, None, None, None
+            res.pending, res.phase = None, "fuzzing"
+            set_fresh(target, False)
+            self.done = self.done or self.config.stop_on_first
+            return
+        reduce = smallest.case.id in self.explicit or bool(getattr(smallest.case, "instances", ()))
+        if reduce and smallest is not self.bulk_found and self.fault is None and not res.interrupted:
+            res.phase = "reducing"
+            self.publish()
+            smallest, why = reduce_failure(
+                target, smallest.case, smallest.error, deadline=self.hard, stop=self.stopping,
+                narrow_width=self.config.width is None,
+                same=lambda c, e: signature(target.name, e, c) == sig, other=self.other_failure)
+            if why == "interrupted":
+                res.interrupted = True
+                note = "interrupted while reducing: the smallest failing case so far"
+            elif why == "deadline":
+                note = "reduction cut short at the time budget: the smallest failing case so far"
+            elif why is not None:  # a harness fault while reducing: the case so far is saved, the target stops
+                res.faults.append(why)
+                self.done = True
+        elif reduce and note is None and res.interrupted:
+            note = "interrupted while reducing: the smallest failing case so far (the failing case as it ran)"
+        fail = Failure(target.name, message(smallest.error), smallest.case, kind=failure_kind(smallest.error),
+                       note=note, signature=sig)
+        res.failures.append(save_failure(fail, self.config, self.campaign_seed))
+        self.known.record(fail)
+        self.deferred.pop(sig, None)
+        self.best, self.error, self.shrinking, self.bulk_found = None, None, None, None
+        res.pending = None
+        res.phase = "fuzzing"
+        set_fresh(target, False)
+        if self.config.stop_on_first or self.fault is not None or res.interrupted or self.done:
+            self.done = True
+            return
+        self.publish()
+        while self.deferred and not self.done:  # each one reduced (Hypothesis did not shrink it) and saved
+            sig2 = next(iter(self.deferred))
+            if sig2 in self.known.found:
+                del self.deferred[sig2]
+                continue
+            self.explicit.add(self.deferred[sig2].case.id)
+            self.settle(self.deferred.pop(sig2))
+
+    def other_failure(self, case: Case, e: BaseException) -> None:
+        """A reduction met a failure that is not the one it reduces: another bug, kept for later unless reported."""
+        if failure_kind(e) == HARNESS:
+            return
+        sig = signature(self.target.name, e, case)
+        if sig in self.known.found:
+            return
+        if sig != self.shrinking:
+            self.defer(sig, case, e)
 
     # -- one case ---------------------------------------------------------------
     def execute(self, case: Case, phase: str, *, in_hypothesis: bool = False):
         """Run ``case`` for ``phase``: ``None`` when it was left out (a known finding reproduced often
-        enough; inside Hypothesis it is rejected instead), else its :class:`~fuzz.targets.base.RunStats`.
-        A failure is recorded and re-raised; :class:`Stop` ends the campaign. ``max_examples`` counts
+        enough, or a finding of this campaign it is predicted to repeat; inside Hypothesis it is rejected
+        instead) or failed with a signature already reported or not the one being shrunk (then it passes),
+        else its :class:`~fuzz.targets.base.RunStats`. A new failure is recorded and re-raised; :class:`Stop`
+        ends the campaign. ``max_examples`` counts
         the cases Hypothesis draws; the explicit ones of the one-off phases run whatever it says."""
         now = time.monotonic()
         if self.best is not None:
@@ -182,7 +273,16 @@ class Campaign:
             if failure_kind(e) == HARNESS:
                 self.fault = e
                 raise Stop() from e
-            self.found(case, e)
+            sig = signature(self.target.name, e, case)
+            seen = self.known.found.get(sig)
+            if seen is not None:  # a bug this campaign reported already: counted on it, not reported again
+                seen.repeats += 1
+                self.publish()
+                return None
+            if self.shrinking is not None and sig != self.shrinking:  # another new bug: never shrunk into this one
+                self.defer(sig, case, e)
+                return None
+            self.found(case, e, sig)
             try:  # what Hypothesis raises at the end is recognised by this mark, with the case that raised it
                 e._kvwindow_case = case  # type: ignore[attr-defined]
             except AttributeError:

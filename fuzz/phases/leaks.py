@@ -211,11 +211,12 @@ class Leaks(Phase):
                      f"after a warm-up (~{per:,} bytes each; {b - a:,} over the span before): memory a {kind} "
                      "should return is kept")
         res = camp.res
-        res.examples_to_fail = res.examples + 1
-        res.seconds_to_fail = round(camp.elapsed(), 4)
-        res.tokens_to_fail = res.tokens + sum(2 * WINDOWS[i % 2] + 3 for i in range(2 * POINTS[2]))  # the probe's
-        camp.done = True
+        if res.examples_to_fail is None:  # time to bug: the campaign's first finding
+            res.examples_to_fail = res.examples + 1
+            res.seconds_to_fail = round(camp.elapsed(), 4)
+            res.tokens_to_fail = res.tokens + sum(2 * WINDOWS[i % 2] + 3 for i in range(2 * POINTS[2]))  # the probe's
         camp.bulk_found = Found(leak_case(kind, width), error)  # kept as found: a leak case is never reduced
+        camp.settle(camp.bulk_found)  # saved now; the campaign explores on (--stop-on-first: it ends here)
 
 
 def main(argv: list[str]) -> int:

@@ -3,7 +3,10 @@
 Hypothesis shrinks what it generated, but not explicit examples; this gives their failures the
 same small, readable seeds. Candidates, simplest first: one live instance alone, drop a live instance (and its ops), drop
 the opening reset, drop one op, shrink a chunk, narrow a reset's window or the case's window,
-narrow the payload width. A candidate is kept only if it still fails with the same exception type.
+narrow the payload width. A candidate is kept only if it still fails the same way: with the same
+exception type, or — what a campaign asks — with the same signature (:func:`fuzz.results.signature`), so
+reducing a second finding never turns it into the first; a candidate that fails another way is handed to
+``other`` (the campaign keeps it as a finding of its own).
 """
 
 from __future__ import annotations
@@ -57,11 +60,17 @@ def candidates(c: Case, narrow_width: bool = True) -> Iterator[Case]:
 
 def reduce_failure(target: Target, case: Case, error: BaseException, budget: int = 2000, *,
                    deadline: float | None = None, stop: Callable[[], bool] | None = None,
-                   narrow_width: bool = True) -> tuple[Found, str | None]:
+                   narrow_width: bool = True, same: Callable[[Case, BaseException], bool] | None = None,
+                   other: Callable[[Case, BaseException], None] | None = None) -> tuple[Found, str | None]:
     """The smallest case failing like ``case`` did, with its exception, and why the reduction stopped early:
     ``None`` (it finished), ``"deadline"``, ``"interrupted"`` (a stop request or Ctrl-C), or a harness
-    fault's one line. The smallest case so far is returned in every case."""
+    fault's one line. The smallest case so far is returned in every case. ``same(candidate, error)`` says
+    whether a candidate's failure is this one (default: the same exception type); ``other`` is told of every
+    finding that is not."""
     error_type = type(error)
+    if same is None:
+        def same(_c: Case, e: BaseException) -> bool:
+            return isinstance(e, error_type)
     best = Found(case, error)
     set_fresh(target, True)
     try:
@@ -78,12 +87,14 @@ def reduce_failure(target: Target, case: Case, error: BaseException, budget: int
                 budget -= 1
                 try:
                     target.run(cand)
-                except error_type as e:
-                    best, improved = Found(cand, e), True
-                    break
-                except Exception as e:  # noqa: BLE001 - another failure is another bug, not this one
+                except Exception as e:  # noqa: BLE001 - this failure, another bug, or a harness fault
                     if failure_kind(e) == HARNESS:
                         return best, fault_line(e)
+                    if same(cand, e):
+                        best, improved = Found(cand, e), True
+                        break
+                    if other is not None:  # another failure is another bug, not this one
+                        other(cand, e)
                 if budget <= 0:
                     break
     except KeyboardInterrupt:

@@ -31,7 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 from fuzz.ops import Case, Chunk, Op, Push, Reset, target_of
-from fuzz.oracle import PAYLOAD_WIDTH, SpecStream, check_dtype
+from fuzz.oracle import PAYLOAD_WIDTH, SpecStream, check_dtype, describe_difference, payload_difference
 from fuzz.targets.base import Crash, HarnessFault, HarnessInterrupt, Mismatch, RunStats, Target, TargetError, \
     crash_from, escaped, guarded, raised, subject_call
 from fuzz.targets.progress import OP
@@ -132,14 +132,10 @@ def compare_arrays(got: Arrays, want: Arrays) -> str | None:
     gp, gk, gv = got
     wp, wk, wv = want
     if not _same(gp, wp):
-        return f"positions {gp.tolist()} != spec lastWindow {wp.tolist()}"
+        return describe_difference(gp.tolist(), wp.tolist())
     if _same(gk, wk) and _same(gv, wv):
         return None
-    for i, p in enumerate(wp.tolist()):
-        for label, g, w in (("key", gk[i], wk[i]), ("value", gv[i], wv[i])):
-            if not _same(g, w):
-                return f"{label} of position {p}: got {g[:4].tolist()}..., want {w[:4].tolist()}..."
-    raise AssertionError("unreachable: the payload arrays differ but no row does")
+    return payload_difference(wp, (("key", gk, wk), ("value", gv, wv)))
 
 
 class CacheTarget(Target):

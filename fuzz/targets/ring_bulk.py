@@ -29,7 +29,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from fuzz.ops import Case, Chunk, Push
-from fuzz.oracle import SpecStream, history_table, payloads
+from fuzz.oracle import SpecStream, describe_difference, history_table, payloads
 from fuzz.targets.base import HARNESS, Crash, HarnessFault, rebuild, crash_from, failure_kind
 from fuzz.targets.progress import DONE, OP, POS, RUN, UNWRITTEN, WINDOW, pushes_written
 from pyspec.bulk import PAD, window_positions, window_rows
@@ -158,8 +158,7 @@ def check_traced_pushes(ring: Any, spec: SpecStream, m: int, sums: np.ndarray | 
             s = max(0, p - w + 1)
             want_row = list(range(s, p + 1)) + [PAD] * (w - (p + 1 - s))  # window_rows' row p, spelled out
             if row != want_row:
-                return k, (f"ringkv_trace: after the push of position {p} the window is {_row(rows[k])}, "
-                           f"spec lastWindow {_row(np.array(want_row))}")
+                return k, f"ringkv_trace: after the push of position {p}: {_row_diff(rows[k], want_row)}"
             want_sum = _window_sum(c1, c2, s, p + 1)
             if got != want_sum:
                 return k, (f"ringkv_trace: after the push of position {p} the checksum is {got:#x}, spec "
@@ -174,8 +173,7 @@ def check_traced_pushes(ring: Any, spec: SpecStream, m: int, sums: np.ndarray | 
     if k == m:
         return None
     if bad_rows.size and bad_rows[0] == k:
-        return k, (f"ringkv_trace: after the push of position {a + k} the window is {_row(rows[k])}, "
-                   f"spec lastWindow {_row(want[k])}")
+        return k, f"ringkv_trace: after the push of position {a + k}: {_row_diff(rows[k], want[k])}"
     return k, (f"ringkv_trace: after the push of position {a + k} the checksum is {int(sums[k]):#x}, "
                f"spec {int(want_sums[k]):#x} (positions agree: a cached key or value differs from the one pushed)")
 
@@ -225,8 +223,8 @@ class _Expect:
             want = self.row(t0 + i)
             if not np.array_equal(got[i], want):
                 t = t0 + i
-                raise BulkMismatch(f"W={self.w}: after push #{t + 1} (position {t}) the window is "
-                                   f"{_row(got[i])}, spec lastWindow {_row(want)}", self.w, t)
+                raise BulkMismatch(f"W={self.w}: after push #{t + 1} (position {t}): {_row_diff(got[i], want)}",
+                                   self.w, t)
         raise AssertionError("unreachable: a block failed but no row differs")
 
     def checksums(self, h: np.ndarray, a: int) -> np.ndarray:
@@ -247,11 +245,10 @@ class _Expect:
         return s2 - s.astype(np.uint64) * s1 + s1
 
 
-def _row(r: np.ndarray) -> str:
-    vals = [int(x) for x in r if x != PAD]
-    if len(vals) > 8:
-        return f"[{vals[0]}, {vals[1]}, ..., {vals[-2]}, {vals[-1]}] ({len(vals)} entries)"
-    return str(vals)
+def _row_diff(got: Any, want: Any) -> str:
+    """How a trace row differs from the spec's, readable at any window (:func:`fuzz.oracle.describe_difference`)."""
+    return describe_difference([int(x) for x in got if x != PAD], [int(x) for x in want if x != PAD],
+                               what="window positions")
 
 
 @dataclass
@@ -346,7 +343,7 @@ def _check_contents(ring, exp: _Expect, n: int, epoch: int, width: int, dtype: s
     want = exp.row(n - 1) if n else np.zeros(0, np.int64)
     want = want[want != PAD]
     if not np.array_equal(pos, want):
-        raise BulkMismatch(f"W={w}: after {n} pushes read() gives {_row(pos)}, spec {_row(want)}", w, max(n - 1, 0))
+        raise BulkMismatch(f"W={w}: after {n} pushes read(): {_row_diff(pos, want)}", w, max(n - 1, 0))
     wk, wv = payloads(epoch, want, width, dtype)
     if not (np.array_equal(keys, wk) and np.array_equal(vals, wv)):
         raise BulkMismatch(f"W={w}: after {n} pushes read() payloads differ from the pushed ones", w, max(n - 1, 0))

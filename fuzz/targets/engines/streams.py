@@ -35,6 +35,7 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
+from fuzz.oracle import describe_difference
 from fuzz.ops import Case, Chunk, Op, Push
 from fuzz.targets.base import Mismatch
 from fuzz.targets.engines.base import close_enough
@@ -282,8 +283,9 @@ def check_holds(target: str, call: Call, held: list[Optional[int]], ref: Referen
         and rest == sorted(rest) and all(p >= s for p in rest)))
     if not ok:
         raise Mismatch(target, call.index, call.op,
-                       f"[{where}] cache holds positions {_short(held)} after {call.end} tokens; the next query needs "
-                       f"{_short(want)} (W={ref.window}{', sinks ' + str(ref.sinks) if ref.sinks else ''})")
+                       f"[{where}] cache holds positions other than the next query needs after {call.end} tokens: "
+                       f"{describe_difference(held, want, 'held', 'needed')} "
+                       f"(W={ref.window}{', sinks ' + str(ref.sinks) if ref.sinks else ''})")
 
 
 def _short(xs: list) -> str:
