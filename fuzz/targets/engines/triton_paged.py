@@ -29,7 +29,9 @@ from typing import Sequence
 import numpy as np
 
 from fuzz.ops import Case
+from fuzz.targets.base import HarnessFault
 from fuzz.targets.engines import streams as S
+from fuzz.targets.engines.base import EngineTarget
 from impl.engines.triton_env import DTYPES, NOT_DRIVEN  # noqa: F401 - the targets' dtypes, and bf16's reason
 
 #: Tolerances per payload dtype against the float64 reference of the dtype-rounded payload: fp32 kernels
@@ -161,3 +163,42 @@ def check(target: str, view: str, seqs: Sequence[Seq], out: np.ndarray, cu: np.n
         s = seqs[i]
         S.compare(target, s.call, out[cu[i]:cu[i + 1]], s.ref.rows(s.call), atol, rtol,
                   f"{view}, stream {s.stream}, W={s.ref.window}, {len(seqs)} sequences in the batch")
+
+
+def tensor(x: np.ndarray, dtype: str):
+    """``x`` as a torch tensor of ``dtype``, a copy: the interpreter resizes host views of its arguments, which a
+    tensor over numpy memory refuses."""
+    import torch
+
+    return torch.tensor(np.ascontiguousarray(x), dtype=getattr(torch, dtype))
+
+
+class KernelTarget(EngineTarget):
+    """What every ``triton:*`` target is besides its kernel: a model-kind engine target of at most ``window_max``
+    and ``max_tokens`` (each launch costs seconds), fp32 and fp16 held to :data:`TOLERANCE`, and its versions
+    naming the window glue it drove or restated."""
+
+    kind = "model"
+    #: Kernel launches made by this object (calls/s: scripts/kernel_rate.py).
+    launches = 0
+    window_max = 40
+    max_tokens = 128
+    dtypes = DTYPES
+
+    def tolerances(self) -> dict[str, dict[str, float]]:
+        return {f"attention {d}": {"atol": a, "rtol": r} for d, (a, r) in TOLERANCE.items()}
+
+    def kernel_versions(self, glue: str) -> dict[str, str]:
+        from importlib import metadata
+
+        import torch
+
+        return {**super().versions(), "triton": metadata.version("triton"), "torch": torch.__version__,
+                "window glue": glue}
+
+    def driven_dtype(self, case: Case) -> str:
+        """The case's payload dtype; one the interpreter cannot run is a harness fault naming why."""
+        dtype = dtype_of(case)
+        if dtype not in TOLERANCE:
+            raise HarnessFault(self.name, f"dtype {dtype} is not driven: {NOT_DRIVEN.get(dtype, '?')}")
+        return dtype

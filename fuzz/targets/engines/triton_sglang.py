@@ -17,10 +17,9 @@ from __future__ import annotations
 import numpy as np
 
 from fuzz.ops import Case
-from fuzz.targets.base import HarnessFault, RunStats, TargetError
+from fuzz.targets.base import RunStats, TargetError
 from fuzz.targets.engines import streams as S
 from fuzz.targets.engines import triton_paged as P
-from fuzz.targets.engines.base import EngineTarget
 from fuzz.targets.known import Finding, case_stats
 
 KINDS = ("sglang-decode", "sglang-extend")
@@ -50,22 +49,9 @@ FINDINGS: tuple[Finding, ...] = (
 )
 
 
-def _torch(x: np.ndarray, dtype: str):
-    import torch
-
-    # A copy: the interpreter resizes host views of its arguments, which a tensor over numpy memory refuses.
-    return torch.tensor(np.ascontiguousarray(x), dtype=getattr(torch, dtype))
-
-
-class SglangTarget(EngineTarget):
-    kind = "model"
-    #: Kernel launches made by this object (calls/s: scripts/kernel_rate.py).
-    launches = 0
+class SglangTarget(P.KernelTarget):
     distribution = package = "sglang"
-    window_max = 40
-    max_tokens = 128
     findings = FINDINGS
-    dtypes = P.DTYPES
 
     def __init__(self, kind: str, *, strict: bool = False):
         from impl.engines import triton_sglang as G
@@ -76,21 +62,11 @@ class SglangTarget(EngineTarget):
         self.name = self.finding_kind = f"triton:{kind}"
         self.strict = strict
 
-    def tolerances(self) -> dict[str, dict[str, float]]:
-        return {f"attention {d}": {"atol": a, "rtol": r} for d, (a, r) in P.TOLERANCE.items()}
-
     def versions(self) -> dict[str, str]:
-        from importlib import metadata
-
-        import torch
-
-        return {**super().versions(), "triton": metadata.version("triton"), "torch": torch.__version__,
-                "window glue": self.G.GLUE}
+        return self.kernel_versions(self.G.GLUE)
 
     def run_case(self, case: Case) -> RunStats:
-        dtype = P.dtype_of(case)
-        if dtype not in P.TOLERANCE:
-            raise HarnessFault(self.name, f"dtype {dtype} is not driven: {P.NOT_DRIVEN.get(dtype, '?')}")
+        dtype = self.driven_dtype(case)
         heads, kv_heads, dim = P.heads_of(case)
         seed = S.case_seed(case)
         for w, seqs in P.sequences(case, heads, kv_heads, dim, dtype).items():
@@ -106,8 +82,8 @@ class SglangTarget(EngineTarget):
         self.launches += 1
         lay = P.layout(seqs, block, seed)
         kv_heads, dim = lay.k_cache.shape[2:]
-        kb = _torch(lay.k_cache.reshape(-1, kv_heads, dim), dtype)
-        vb = _torch(lay.v_cache.reshape(-1, kv_heads, dim), dtype)
+        kb = P.tensor(lay.k_cache.reshape(-1, kv_heads, dim), dtype)
+        vb = P.tensor(lay.v_cache.reshape(-1, kv_heads, dim), dtype)
         scale = float(dim) ** -0.5
         decode = self.name == "triton:sglang-decode"
         lists, offsets = [], []
@@ -119,13 +95,13 @@ class SglangTarget(EngineTarget):
         # One unread entry past the end: the interpreter cannot copy an empty index tensor to its host view.
         indices = torch.from_numpy(np.concatenate(lists + [np.zeros(1, np.int64)]).astype(np.int64))
         first = min(seqs, key=lambda s: s.call.index)
-        q = _torch(lay.q, dtype)
+        q = P.tensor(lay.q, dtype)
         with self.calling("decode_attention_fwd" if decode else "extend_attention_fwd", first.call.index, first.call.op):
             if decode:
                 out = self.G.decode(q, kb, vb, indptr, indices, scale)
             else:
-                knew = _torch(np.concatenate([s.data.k[s.call.start:s.call.end] for s in seqs]), dtype)
-                vnew = _torch(np.concatenate([s.data.v[s.call.start:s.call.end] for s in seqs]), dtype)
+                knew = P.tensor(np.concatenate([s.data.k[s.call.start:s.call.end] for s in seqs]), dtype)
+                vnew = P.tensor(np.concatenate([s.data.v[s.call.start:s.call.end] for s in seqs]), dtype)
                 out = self.G.extend(q, knew, vnew, kb, vb, torch.from_numpy(lay.cu_seqlens_q), indptr, indices,
                                     torch.tensor(offsets, dtype=torch.int32), w, lay.max_q, scale)
         P.check(self.name, f"{'decode' if decode else 'extend'} B={block} {dtype}", seqs, out.float().numpy(),

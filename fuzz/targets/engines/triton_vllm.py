@@ -22,7 +22,7 @@ from fuzz.ops import Case
 from fuzz.targets.base import HarnessFault, RunStats, TargetError
 from fuzz.targets.engines import streams as S
 from fuzz.targets.engines import triton_paged as P
-from fuzz.targets.engines.base import EngineTarget, probe_once
+from fuzz.targets.engines.base import probe_once
 from fuzz.targets.known import Finding, case_stats
 
 KINDS = ("vllm-unified", "vllm-prefix")
@@ -42,22 +42,9 @@ FINDINGS: tuple[Finding, ...] = (
 )
 
 
-def _torch(x: np.ndarray, dtype: str):
-    import torch
-
-    # A copy: the interpreter resizes host views of its arguments, which a tensor over numpy memory refuses.
-    return torch.tensor(np.ascontiguousarray(x), dtype=getattr(torch, dtype))
-
-
-class VllmUnifiedTarget(EngineTarget):
-    kind = "model"
-    #: Kernel launches made by this object (calls/s: scripts/kernel_rate.py).
-    launches = 0
+class VllmUnifiedTarget(P.KernelTarget):
     distribution = package = "vllm"
-    window_max = 40
-    max_tokens = 128
     findings = FINDINGS
-    dtypes = P.DTYPES
 
     def __init__(self, kind: str = "vllm-unified", *, strict: bool = False):
         from impl.engines import triton_vllm as V
@@ -68,21 +55,11 @@ class VllmUnifiedTarget(EngineTarget):
         self.name = self.finding_kind = f"triton:{kind}"
         self.strict = strict
 
-    def tolerances(self) -> dict[str, dict[str, float]]:
-        return {f"attention {d}": {"atol": a, "rtol": r} for d, (a, r) in P.TOLERANCE.items()}
-
     def versions(self) -> dict[str, str]:
-        from importlib import metadata
-
-        import torch
-
-        return {**super().versions(), "triton": metadata.version("triton"), "torch": torch.__version__,
-                "window glue": self.V.glue() if self.name == "triton:vllm-unified" else self.V.prefix_glue()}
+        return self.kernel_versions(self.V.glue() if self.name == "triton:vllm-unified" else self.V.prefix_glue())
 
     def run_case(self, case: Case) -> RunStats:
-        dtype = P.dtype_of(case)
-        if dtype not in P.TOLERANCE:
-            raise HarnessFault(self.name, f"dtype {dtype} is not driven: {P.NOT_DRIVEN.get(dtype, '?')}")
+        dtype = self.driven_dtype(case)
         heads, kv_heads, dim = P.heads_of(case)
         seed = S.case_seed(case)
         for w, seqs in P.sequences(case, heads, kv_heads, dim, dtype).items():
@@ -103,7 +80,7 @@ class VllmUnifiedTarget(EngineTarget):
         self.launches += 1
         lay = P.layout(seqs, block, seed)
         scale = float(lay.q.shape[2]) ** -0.5
-        args = [_torch(lay.q, dtype), _torch(lay.k_cache, dtype), _torch(lay.v_cache, dtype)]
+        args = [P.tensor(lay.q, dtype), P.tensor(lay.k_cache, dtype), P.tensor(lay.v_cache, dtype)]
         import torch
 
         cu, lens, table = (torch.from_numpy(x) for x in (lay.cu_seqlens_q, lay.seq_lens, lay.block_table))
@@ -125,13 +102,13 @@ class VllmUnifiedTarget(EngineTarget):
         self.launches += 1
         lay = P.layout(seqs, block, seed)
         scale = float(lay.q.shape[2]) ** -0.5
-        knew = _torch(np.concatenate([s.data.k[s.call.start:s.call.end] for s in seqs]), dtype)
-        vnew = _torch(np.concatenate([s.data.v[s.call.start:s.call.end] for s in seqs]), dtype)
+        knew = P.tensor(np.concatenate([s.data.k[s.call.start:s.call.end] for s in seqs]), dtype)
+        vnew = P.tensor(np.concatenate([s.data.v[s.call.start:s.call.end] for s in seqs]), dtype)
         cu, lens, table = (torch.from_numpy(x) for x in (lay.cu_seqlens_q, lay.seq_lens, lay.block_table))
         first = min(seqs, key=lambda s: s.call.index)
         with self.calling(f"context_attention_fwd ({view})", first.call.index, first.call.op):
-            out = self.V.context_attention(_torch(lay.q, dtype), knew, vnew, _torch(lay.k_cache, dtype),
-                                         _torch(lay.v_cache, dtype), table, cu, lens, lay.max_q, lay.max_k,
+            out = self.V.context_attention(P.tensor(lay.q, dtype), knew, vnew, P.tensor(lay.k_cache, dtype),
+                                         P.tensor(lay.v_cache, dtype), table, cu, lens, lay.max_q, lay.max_k,
                                          seqs[0].ref.window, scale)
         multi = [i for i, s in enumerate(seqs) if s.call.n > 1]
         got = out.float().numpy()
