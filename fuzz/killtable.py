@@ -123,6 +123,7 @@ class KillResult:
     examples_run: int = 0
     case: Case | None = None  #: the shrunk failing case
     error: str | None = None
+    note: str | None = None  #: the finding's note (a race's re-run count, a reduction cut short)
     seed_path: str | None = None
     # -- the first repeat: the uniform baseline --
     baseline_killed: bool | None = None
@@ -244,6 +245,7 @@ def run_mutants(
                         kr.seconds = res.seconds_to_fail
                         kr.case = res.failures[0].case
                         kr.error = res.failures[0].error.splitlines()[0][:300]
+                        kr.note = res.failures[0].note
                         kr.seed_path = res.failures[0].seed_path
                 if mode == "both":
                     t0 = time.monotonic()

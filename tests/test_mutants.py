@@ -65,6 +65,7 @@ def test_the_race_mutants_die_in_the_threads_phase():
     for k in results:
         assert k.available and k.killed, (k.name, k.examples_run)
         assert k.case.threads and k.case.instance_count >= 2, k.case  # the seed records its threads
+        assert "threaded re-runs" in (k.note or ""), k.note  # confirmed by repetition before it was saved
 
 
 #: Mutants whose bug needs two live instances (the instance tours and the instances phase reach them).

@@ -207,6 +207,8 @@ class Campaign:
                 self.done = True
         elif reduce and note is None and res.interrupted:
             note = "interrupted while reducing: the smallest failing case so far (the failing case as it ran)"
+        if getattr(smallest.case, "threads", False) and self.fault is None and not res.interrupted:
+            note = self._confirm_race(smallest.case, note)
         fail = Failure(target.name, message(smallest.error), smallest.case, kind=failure_kind(smallest.error),
                        note=note, signature=sig)
         res.failures.append(save_failure(fail, self.config, self.campaign_seed))
@@ -227,6 +229,17 @@ class Campaign:
                 continue
             self.explicit.add(self.deferred[sig2].case.id)
             self.settle(self.deferred.pop(sig2))
+
+    def _confirm_race(self, case: Case, note: Optional[str]) -> str:
+        """A threaded case fails by chance (a race), so before it is saved it is re-run
+        (:func:`fuzz.phases.threads.confirm`) and the count that failed again goes into the finding's note: a case
+        that never fails again is saved all the same (a rare race is still a race), and says so."""
+        from fuzz.phases.threads import CONFIRM_RUNS, confirm
+
+        failed, runs = confirm(self.target, case, runs=CONFIRM_RUNS)
+        race = (f"a race: failed again in {failed} of {runs} threaded re-runs" if failed else
+                f"failed once, then in none of {runs} threaded re-runs: a rare race, kept; replay it to confirm")
+        return f"{note}; {race}" if note else race
 
     def other_failure(self, case: Case, e: BaseException) -> None:
         """A reduction met a failure that is not the one it reduces: another bug, kept for later unless reported."""
