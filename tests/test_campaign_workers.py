@@ -9,7 +9,7 @@ import pytest
 from fuzz.cli import main
 from fuzz.targets import registry
 from fuzz.strategies import boundary_tours
-from tests.support.caches import BUGGY, WIDE_BUGGY
+from tests.support.caches import BUGGY, GAP_BUGGY
 from tests.support.redis_server import free_port, redis_server
 
 
@@ -48,22 +48,22 @@ def test_redis_database_is_shared(redis_url, tmp_path, capsys):
     import redis
 
     sd = tmp_path / "s"
-    rc = main(["fuzz", "--target", WIDE_BUGGY, "--time", "30", "--workers", "2", "--seed", "0",
+    rc = main(["fuzz", "--target", GAP_BUGGY, "--time", "30", "--workers", "2", "--seed", "0",
                "--db", redis_url, "--seeds-dir", str(sd)])
     assert rc == 1
     keys = redis.Redis.from_url(redis_url).keys("hypothesis-example:*")
     assert keys, "nothing was stored in Redis"
     # A fresh campaign (another machine, say) replays the stored failure right after the tours.
     rep = tmp_path / "r.json"
-    rc = main(["fuzz", "--target", WIDE_BUGGY, "--time", "30", "--seed", "99", "--db", redis_url,
+    rc = main(["fuzz", "--target", GAP_BUGGY, "--time", "30", "--seed", "99", "--db", redis_url,
                "--seeds-dir", str(sd), "--report", str(rep)])
     assert rc == 1
-    # Its one-off phases (window and instance tours, its error tour, the long tour and its probe) run
-    # first; the stored failure is the very next example.
+    # Its one-off phases (window and instance tours, its error tour, the long tour and its probe, the scale
+    # tours, the leak probe) run first; the stored failure is the very next example.
     (t,) = json.loads(rep.read_text())["targets"]
-    explicit = sum(t["campaign_phases"][p]["examples"] for p in ("tours", "errors", "long")
+    explicit = sum(t["campaign_phases"][p]["examples"] for p in ("tours", "errors", "long", "scale", "leaks")
                    if p in t["campaign_phases"])
-    target = registry.resolve(WIDE_BUGGY)
+    target = registry.resolve(GAP_BUGGY)
     assert explicit >= len(boundary_tours(16, target.max_tokens, target.bad_kinds))
     assert t["examples_to_fail"] == explicit + 1
 

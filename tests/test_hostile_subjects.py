@@ -24,7 +24,10 @@ POOL = "paged-py:tests.support.hostile:HostilePool"
 
 
 def fuzz(capsys, tmp_path, target, *extra):
+    """One campaign that stops at its first finding: a hostile subject misbehaves on every op, so each kind of
+    first op would be a finding of its own (distinct findings are tests/test_distinct_findings.py's)."""
     rc = main(["fuzz", "--target", target, "--max-examples", "20", "--time", "20", "--seed", "1", "--plain",
+               "--stop-on-first",
                "--seeds-dir", str(tmp_path / "s"), "--db", str(tmp_path / "db"), "--report", str(tmp_path / "r.json"),
                *extra])
     out = capsys.readouterr()

@@ -528,7 +528,7 @@ class PagedCase:
         for i, op in enumerate(ops):
             smaller: list[PagedOp] = []
             if type(op) is Chunk:
-                smaller = [Chunk(op.seq, m) for m in sorted({0, op.n // 2, op.n - 1}) if m < op.n]
+                smaller = [Chunk(op.seq, m) for m in sorted({0, op.n // 2, op.n - 1}) if 0 <= m < op.n]  # chunk:0: none
                 if op.n == 1:
                     smaller.insert(0, Push(op.seq))
             elif type(op) is Batch and len(op.seqs) > 1:

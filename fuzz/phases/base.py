@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 from typing import Any, Optional
 
 from hypothesis import HealthCheck, Phase as HPhase, Verbosity, given, seed as hyp_seed, settings
+from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Unsatisfiable
 
 from fuzz.ops import Case
@@ -120,7 +121,7 @@ class HypothesisPhase(Phase):
         run = settings(
             max_examples=n,
             deadline=None,
-            database=camp.database,
+            database=keeping(camp.database) if camp.known.found else camp.database,
             derandomize=False,
             suppress_health_check=list(HealthCheck),
             phases=[HPhase.explicit, HPhase.reuse, HPhase.generate] + ([HPhase.shrink] if camp.config.shrink and self.shrinks else []),
@@ -153,3 +154,34 @@ class HypothesisPhase(Phase):
             self.seconds += time.monotonic() - began
         if camp.best is not None:  # a failure whose shrinking ended some other way: keep what was found
             camp.done = True
+
+
+class KeepingDatabase(ExampleDatabase):
+    """The example database as a campaign that has findings uses it: saves go through, deletions do not.
+
+    Hypothesis deletes a stored failing example that passes when it replays it. Once this campaign has found a
+    signature, a later case with that signature counts as passing (it is counted, not reported again: DESIGN §4,
+    distinct findings), so the stored example of the finding itself would pass on the next batch's replay and be
+    deleted — and the database, shared with other workers and machines, would lose every failure it was given.
+    A pass here is no evidence of a fix, so nothing is deleted; a campaign without findings deletes as usual."""
+
+    def __init__(self, inner: ExampleDatabase):
+        super().__init__()
+        self.inner = inner
+
+    def save(self, key: bytes, value: bytes) -> None:
+        self.inner.save(key, value)
+
+    def fetch(self, key: bytes):
+        yield from self.inner.fetch(key)
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        pass
+
+    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
+        self.inner.save(dest, value)
+
+
+def keeping(db: Optional[ExampleDatabase]) -> Optional[ExampleDatabase]:
+    """``db`` wrapped in :class:`KeepingDatabase` (``None`` stays ``None``: no database)."""
+    return None if db is None else KeepingDatabase(db)
