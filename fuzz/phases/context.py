@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
 from typing import Callable, Optional
 
 from hypothesis.database import ExampleDatabase
@@ -34,7 +33,9 @@ from fuzz.config import CampaignConfig
 from fuzz.ops import Case
 from fuzz.phases import ORDER
 from fuzz.phases.known import KnownBudget
+from fuzz.phases.reduce import CONFIRM_RUNS, Found, confirm, reduce_failure, set_fresh  # noqa: F401 - Found, set_fresh: re-exported
 from fuzz.results import Failure, TargetResult, signature
+from fuzz.saving import save_failure
 from fuzz.targets.base import HARNESS, Target, failure_kind
 from fuzz.targets.known import release_warnings
 
@@ -48,14 +49,6 @@ class Stop(KeyboardInterrupt):
     """Raised inside a phase to end the campaign: the budget is spent or a stop was requested."""
 
 
-@dataclass
-class Found:
-    """The smallest failing case seen so far, and what it raised."""
-
-    case: Case
-    error: BaseException
-
-
 def size(case: Case) -> tuple[int, int, int, int]:
     return (case.instance_count, len(case.ops), case.tokens, case.window)
 
@@ -64,12 +57,6 @@ def message(error: BaseException) -> str:
     """The one-line-first text of a failure as reports keep it (every mismatch message is already short at any
     window: :func:`fuzz.oracle.describe_difference`; the cut is a guard against a third-party error's length)."""
     return f"{type(error).__name__}: {error}"[:2000]
-
-
-def set_fresh(target: Target, fresh: bool) -> None:
-    """Every case in a fresh process while a failure is shrunk (an isolated target's ``fresh``)."""
-    if hasattr(target, "fresh"):
-        target.fresh = fresh  # type: ignore[attr-defined]
 
 
 class Campaign:
@@ -176,9 +163,6 @@ class Campaign:
         """Save the finding ``smallest`` stands for (a tour's or a multi-instance case's reduced first, never into
         another signature), record its signature so later cases of it are left out or not re-reported, and go
         on exploring (``--stop-on-first``: the campaign ends here). Then the other new signatures met meanwhile."""
-        from fuzz.campaign import save_failure
-        from fuzz.phases.reduce import fault_line, reduce_failure
-
         res, target = self.res, self.target
         sig = signature(target.name, smallest.error, smallest.case)
         seen = self.known.found.get(sig)
@@ -232,10 +216,8 @@ class Campaign:
 
     def _confirm_race(self, case: Case, note: Optional[str]) -> str:
         """A threaded case fails by chance (a race), so before it is saved it is re-run
-        (:func:`fuzz.phases.threads.confirm`) and the count that failed again goes into the finding's note: a case
+        (:func:`fuzz.phases.reduce.confirm`) and the count that failed again goes into the finding's note: a case
         that never fails again is saved all the same (a rare race is still a race), and says so."""
-        from fuzz.phases.threads import CONFIRM_RUNS, confirm
-
         failed, runs = confirm(self.target, case, runs=CONFIRM_RUNS)
         race = (f"a race: failed again in {failed} of {runs} threaded re-runs" if failed else
                 f"failed once, then in none of {runs} threaded re-runs: a rare race, kept; replay it to confirm")

@@ -12,11 +12,42 @@ reducing a second finding never turns it into the first; a candidate that fails 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from fuzz.ops import Case, Chunk, Push, Reset, at, target_of
-from fuzz.phases.context import Found, set_fresh
 from fuzz.targets.base import HARNESS, Target, failure_kind
+
+#: Runs :func:`confirm` gives a racy case.
+CONFIRM_RUNS = 20
+
+
+@dataclass
+class Found:
+    """The smallest failing case seen so far, and what it raised."""
+
+    case: Case
+    error: BaseException
+
+
+def set_fresh(target: Target, fresh: bool) -> None:
+    """Every case in a fresh process while a failure is shrunk (an isolated target's ``fresh``)."""
+    if hasattr(target, "fresh"):
+        target.fresh = fresh  # type: ignore[attr-defined]
+
+
+def confirm(target: Target, case: Case, runs: int = CONFIRM_RUNS) -> tuple[int, int]:
+    """Run threaded ``case`` on ``target`` ``runs`` times: ``(failed, runs)``. A race is confirmed when it
+    fails at least once more; a case that never fails again is reported as such, not dropped."""
+    failed = 0
+    for _ in range(runs):
+        try:
+            target.run(case)
+        except AssertionError:
+            failed += 1
+        except Exception:  # noqa: BLE001 - a crash counts as a reproduction too
+            failed += 1
+    return failed, runs
 
 
 def fault_line(error: BaseException) -> str:

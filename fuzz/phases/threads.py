@@ -25,12 +25,11 @@ from hypothesis import strategies as st
 from fuzz.ops import Case, Chunk, Instance, Push, at
 from fuzz.phases.base import HypothesisPhase
 from fuzz.phases.context import Campaign
+from fuzz.phases.reduce import CONFIRM_RUNS, confirm  # noqa: F401 - where a race is confirmed (by repetition)
 from fuzz.strategies import window_cap, windows
 
 #: Payload widths a threaded case draws: wide ones keep each copy (and so each overlap) long.
 THREAD_WIDTHS = (256, 128, 64, 4)
-#: Runs :func:`confirm` gives a racy case.
-CONFIRM_RUNS = 20
 
 
 #: Windows a threaded case draws: a chunk writes at most W slots, so a large window keeps a thread inside the
@@ -83,17 +82,3 @@ class Threads(HypothesisPhase):
         t, cfg = camp.target, camp.config
         return thread_cases(camp.window_max, width=cfg.width if t.widths else None,
                             drawn_width=bool(t.widths) and cfg.width is None, max_tokens=t.max_tokens)
-
-
-def confirm(target: Any, case: Case, runs: int = CONFIRM_RUNS) -> tuple[int, int]:
-    """Run threaded ``case`` on ``target`` ``runs`` times: ``(failed, runs)``. A race is confirmed when it
-    fails at least once more; a case that never fails again is reported as such, not dropped."""
-    failed = 0
-    for _ in range(runs):
-        try:
-            target.run(case)
-        except AssertionError:
-            failed += 1
-        except Exception:  # noqa: BLE001 - a crash counts as a reproduction too
-            failed += 1
-    return failed, runs

@@ -201,6 +201,15 @@ def batch_row_keys_lazy(cache, row: int):
     return temporal_keys_lazy(cache.extract(row))
 
 
+def plain_probe() -> None:
+    """:func:`probe` without the window (``masked=False``: no ``window_size`` passed, as a full-attention model
+    under ``max_kv_size`` masks): the second question of a probe that died (:func:`impl.errors.window_probe`)."""
+    s = rotating(2, masked=False)
+    z = np.zeros((1, 1, HEADS, DIM), np.float32)
+    zk = np.zeros((1, 1, KV_HEADS, DIM), np.float32)
+    s.step(z, zk, zk)
+
+
 def probe() -> Features:
     f = features()
     try:

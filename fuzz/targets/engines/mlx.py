@@ -324,24 +324,11 @@ class BatchRotatingTarget(MlxTarget):
                     self._contents(st, c, rows, refs, lens, view)
 
 
-def _plain_probe() -> None:
-    """:func:`impl.engines.mlx.probe` without the window (``masked=False``: no ``window_size`` passed, as a
-    full-attention model under ``max_kv_size`` masks): the second question of a probe that died."""
-    import numpy as np
-
-    from impl.engines import mlx
-
-    s = mlx.rotating(2, masked=False)
-    z = np.zeros((1, 1, mlx.HEADS, mlx.DIM), np.float32)
-    zk = np.zeros((1, 1, mlx.KV_HEADS, mlx.DIM), np.float32)
-    s.step(z, zk, zk)
-
-
 def make(rest: str, *, strict: bool = False):
     """``mlx:rotating`` / ``mlx:batch-rotating`` / ``mlx:<model_type>`` (:mod:`.mlx_models`)."""
     from impl.engines import mlx
 
-    probe_once(_PROBES, "mlx", mlx.probe, plain=_plain_probe)
+    probe_once(_PROBES, "mlx", mlx.probe, plain=mlx.plain_probe)
     if rest == "rotating":
         return RotatingTarget(rest, strict=strict)
     if rest == "batch-rotating":

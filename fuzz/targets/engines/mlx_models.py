@@ -79,9 +79,8 @@ class MlxModelTarget(EngineTarget):
 
 
 def make(model_type: str, *, strict: bool = False) -> MlxModelTarget:
-    from fuzz.targets.engines.mlx import _plain_probe
     from impl.engines import mlx, mlx_models
 
-    probe_once(_PROBES, "mlx", mlx.probe, plain=_plain_probe)
+    probe_once(_PROBES, "mlx", mlx.probe, plain=mlx.plain_probe)
     probe_once(_PROBES, model_type, mlx_models.tiny, model_type, 2)
     return MlxModelTarget(model_type, strict=strict)
