@@ -211,3 +211,32 @@ def test_flex_attention_is_offered_only_where_it_runs():
         return
     ids = tokens(1, sum(DECODE))
     assert check(fam, "flex_attention", W, ids, torch.ones_like(ids), DECODE) <= ATOL
+
+
+def test_flex_attention_reference_takes_its_mask_as_a_block_mask_that_says_the_same(monkeypatch):
+    """The reference hands flex attention a BlockMask, never the dense additive mask (with torch 2.13 on CPU that
+    corrupts the heap and kills the process on any window: docs/findings/hf-flex-attention-sliding-compile.md), and
+    the BlockMask allows exactly the pairs the boolean mask allows (a sliding, left-padded batch of two)."""
+    from torch.nn.attention.flex_attention import BlockMask
+
+    T = 7
+    q, k = torch.arange(T).view(T, 1), torch.arange(T).view(1, T)
+    slide = (k <= q) & (q - k < W)
+    mask = torch.stack([slide, slide & (k >= 2)]).view(2, 1, T, T)
+    bm = families._block_mask(mask, torch.float32)
+    assert isinstance(bm, BlockMask) and bm.shape[-2:] == (T, T)
+    got = torch.tensor([[[bool(bm.mask_mod(torch.tensor(b), torch.tensor(0), torch.tensor(i), torch.tensor(j)))
+                          for j in range(T)] for i in range(T)] for b in range(2)]).view(2, 1, T, T)
+    assert torch.equal(got, mask)
+    with pytest.raises(ValueError, match="boolean"):
+        families._block_mask(mask.float(), torch.float32)
+
+    forms = []
+    monkeypatch.setattr(families, "_block_mask", lambda m, dtype: forms.append("block") or m)
+    monkeypatch.setattr(families, "_additive", lambda m, dtype: forms.append("additive") or m)
+    fam = Family("mistral")
+    monkeypatch.setattr(fam, "_forward", lambda *a, **kw: (_ for _ in ()).throw(RuntimeError("stop before running")))
+    for attn in ("flex_attention", "eager"):
+        with pytest.raises(RuntimeError, match="stop before running"):
+            fam.reference_logits(attn, torch.arange(3, 3 + T).view(1, T), mask[:1])
+    assert forms == ["block", "additive"]

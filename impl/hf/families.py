@@ -264,7 +264,9 @@ class Family:
         #: attention implementation -> why it is not offered here
         self.attn_unavailable: dict[str, str] = {}
         #: attention implementation -> how its probe died with the sliding window (it ran without one, so it is
-        #: offered: :func:`impl.errors.window_probe`); the campaign reproduces the death as a crash finding
+        #: offered: :func:`impl.errors.window_probe`). Its cases may or may not reproduce the death (flex
+        #: attention's depends on what the process compiled first: docs/findings/hf-flex-attention-sliding-compile.md)
+        #: and nothing in ``fuzz/`` reports it as a finding yet
         self.probe_crashes: dict[str, str] = {}
 
     # -- what the release offers
@@ -283,10 +285,10 @@ class Family:
         is tried once (a cached prefill + decode and the reference); :attr:`attn_unavailable` says
         why one is left out. Flex attention is tried in a child process (:func:`flex_runs`): its CPU
         kernels are compiled by inductor, and with torch 2.13 they fail to compile or abort the process
-        (scripts/repro/hf_flex_attention_cpu.py: on 5.24.0 a Mistral dies with a window of 3, of 64 and with
-        none). A death with the window is re-run
-        without it (:func:`impl.errors.window_probe`): if that runs, flex attention is offered and the death
-        is in :attr:`probe_crashes` (a crash finding for the campaign), else it is left out with both
+        (scripts/repro/hf_flex_attention_cpu.py: on 5.24.0 and 5.25.0 a Mistral's cached decode fails to
+        compile with a window of 3 and runs with 64 and with none: docs/findings/hf-flex-attention-sliding-compile.md).
+        A death with the window is re-run without it (:func:`impl.errors.window_probe`): if that runs, flex
+        attention is offered and the death is kept in :attr:`probe_crashes`, else it is left out with both
         reasons. ``flex=False`` leaves it out untried."""
         want = [a for a in CPU_ATTENTION if a != "flex_attention" or flex]
         flags = {"eager": True, "sdpa": getattr(self.cls, "_supports_sdpa", False),
