@@ -202,15 +202,23 @@ def test_probe_passes(model_type):
 
 def test_flex_attention_is_offered_only_where_it_runs():
     """Flex attention is tried (float32: its CPU kernel takes nothing wider) and either offered — and
-    then held to the spec like the others — or left out with the reason recorded (with torch 2.13 the
-    cached decode fails to compile on CPU)."""
+    then held to the spec like the others — or left out with the reason recorded. Offered after its probe died
+    with the window only (torch 2.13 on CPU: the cached decode fails to compile,
+    docs/findings/hf-flex-attention-sliding-compile.md), a cached run here dies the same way or, where this
+    process compiled the decode kernel from another shape first, runs and matches."""
     fam = Family("mistral")
     attns = fam.attn_impls(flex=True)
     if "flex_attention" not in attns:
         assert fam.attn_unavailable.get("flex_attention"), "flex left out without a reason"
         return
     ids = tokens(1, sum(DECODE))
-    assert check(fam, "flex_attention", W, ids, torch.ones_like(ids), DECODE) <= ATOL
+    crash = fam.probe_crashes.get("flex_attention")
+    try:
+        err = check(fam, "flex_attention", W, ids, torch.ones_like(ids), DECODE)
+    except Exception as e:  # noqa: BLE001 - only the probe's own death may come out
+        assert crash is not None and type(e).__name__ in crash, f"{type(e).__name__} unlike the probe's {crash!r}"
+        return
+    assert err <= ATOL
 
 
 def test_flex_attention_reference_takes_its_mask_as_a_block_mask_that_says_the_same(monkeypatch):
