@@ -207,6 +207,21 @@ def _additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.zeros(mask.shape, dtype=dtype).masked_fill(~mask, torch.finfo(torch.float32).min / 2)
 
 
+def _block_mask(mask: torch.Tensor, dtype: torch.dtype) -> Any:
+    """The boolean ``[B, 1, T, T]`` mask as a flex attention ``BlockMask`` (``dtype`` unused: no scores are
+    added). Why not :func:`_additive`: with torch 2.13 on CPU, flex attention handed a dense additive mask
+    (transformers turns it into a ``score_mod`` indexing the tensor) corrupts the heap and aborts the process
+    (``free(): invalid next size``, any window or none); the same mask as a ``BlockMask`` runs
+    (scripts/repro/hf_flex_attention_cpu.py). A fully masked row (a pad query) comes out as zeros, finite."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    if mask.dtype != torch.bool or mask.dim() != 4:
+        raise ValueError(f"masks are boolean [B, 1, T, T] tensors, got {mask.dtype} of shape {tuple(mask.shape)}")
+    dense = mask.contiguous()
+    B, _, T, S = dense.shape
+    return create_block_mask(lambda b, h, q, kv: dense[b, 0, q, kv], B, None, T, S, device="cpu")
+
+
 def positions(attention_mask: torch.Tensor) -> torch.Tensor:
     """Token positions of a left-padded batch: ``0`` at each row's first real token (pads get 0)."""
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
@@ -249,7 +264,9 @@ class Family:
         #: attention implementation -> why it is not offered here
         self.attn_unavailable: dict[str, str] = {}
         #: attention implementation -> how its probe died with the sliding window (it ran without one, so it is
-        #: offered: :func:`impl.errors.window_probe`); the campaign reproduces the death as a crash finding
+        #: offered: :func:`impl.errors.window_probe`). Its cases may or may not reproduce the death (flex
+        #: attention's depends on what the process compiled first: docs/findings/hf-flex-attention-sliding-compile.md)
+        #: and nothing in ``fuzz/`` reports it as a finding yet
         self.probe_crashes: dict[str, str] = {}
 
     # -- what the release offers
@@ -268,10 +285,10 @@ class Family:
         is tried once (a cached prefill + decode and the reference); :attr:`attn_unavailable` says
         why one is left out. Flex attention is tried in a child process (:func:`flex_runs`): its CPU
         kernels are compiled by inductor, and with torch 2.13 they fail to compile or abort the process
-        (scripts/repro/hf_flex_attention_cpu.py: on 5.24.0 a Mistral dies with a window of 3, of 64 and with
-        none). A death with the window is re-run
-        without it (:func:`impl.errors.window_probe`): if that runs, flex attention is offered and the death
-        is in :attr:`probe_crashes` (a crash finding for the campaign), else it is left out with both
+        (scripts/repro/hf_flex_attention_cpu.py: on 5.24.0 and 5.25.0 a Mistral's cached decode fails to
+        compile with a window of 3 and runs with 64 and with none: docs/findings/hf-flex-attention-sliding-compile.md).
+        A death with the window is re-run without it (:func:`impl.errors.window_probe`): if that runs, flex
+        attention is offered and the death is kept in :attr:`probe_crashes`, else it is left out with both
         reasons. ``flex=False`` leaves it out untried."""
         want = [a for a in CPU_ATTENTION if a != "flex_attention" or flex]
         flags = {"eager": True, "sdpa": getattr(self.cls, "_supports_sdpa", False),
@@ -429,10 +446,11 @@ class Family:
         if missing:
             raise ValueError(f"no mask for layer types {missing} (layers: {types})")
         dtype = next(model.parameters()).dtype
-        add = {t: _additive(m, dtype) for t, m in per_type.items() if t in types}
-        for t, m in add.items():
-            if m.shape != (B, 1, T, T):
+        for t, m in per_type.items():
+            if t in types and tuple(m.shape) != (B, 1, T, T):
                 raise ValueError(f"mask for {t} has shape {tuple(m.shape)}, expected {(B, 1, T, T)}")
+        form = _block_mask if attn == "flex_attention" else _additive
+        add = {t: form(m, dtype) for t, m in per_type.items() if t in types}
         seen: list[int] = []
 
         def hook_for(i: int):

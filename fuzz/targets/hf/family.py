@@ -3,8 +3,9 @@
 
 ``hf:<model_type>`` runs every CPU attention implementation the family offers without compiling
 (``eager``, ``sdpa`` where its class declares it); ``hf:<model_type>@<attn>[,<attn>...]`` runs the ones
-named, ``flex_attention`` included (tried once in a child process first, about 20 s: its CPU kernels
-are compiled by inductor; the target is unavailable with the reason when they do not run).
+named, ``flex_attention`` included (tried once in a child process first: its CPU kernels are compiled by
+inductor; about 30 s on 5.24.0 with a warm inductor cache, a second child without the window when the first dies,
+49 s alone cold; the target is unavailable with the reasons only when both die, :func:`impl.errors.window_probe`).
 
 Each case runs, per attention implementation and per stream of the case (``Reset(w)`` starts one with
 window ``w``; a stream's tokens are drawn from a seed of the case, so a seed replays identically):
