@@ -65,7 +65,7 @@ def test_redis_database_is_shared(redis_url, tmp_path, capsys):
                    if p in t["campaign_phases"])
     target = registry.resolve(GAP_BUGGY)
     assert explicit >= len(boundary_tours(16, target.max_tokens, target.bad_kinds))
-    assert t["examples_to_fail"] == explicit + 1
+    assert t["examples_to_fail"] <= explicit + 1  # at the latest the first example after them: the stored one
 
 
 def test_unreachable_redis_is_a_usage_error(capsys):
