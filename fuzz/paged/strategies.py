@@ -294,7 +294,8 @@ def build(ch, ops: Iterable[str], *, window_max: int = 16, rollback: int = 0, n_
     if "rollback" in ops and rollback:
         weights["spec"] = 3
     menu = [k for k, w in weights.items() for _ in range(w)]
-    for _ in range(ch.integer(1, max_ops) if n_ops is None else n_ops):
+    n = ch.integer(1, max_ops) if n_ops is None else n_ops
+    for _ in range(n):
         live = sorted(S.n)
         kind = ch.choice(menu)
         crowded = len(live) >= live_cap or S.next_id >= MAX_SEQS - 4  # ids left for a fork's or an admit's
@@ -340,7 +341,8 @@ def build(ch, ops: Iterable[str], *, window_max: int = 16, rollback: int = 0, n_
         elif kind == "spec":
             k = ch.integer(1, rollback + 1)
             emit(Spec(s, k, ch.integer(0, min(k, S.max_rollback_after(s, k)))))
-    return PagedCase(W, B, N, D, tuple(out))
+    # at most n ops after the opening add (a fork's push can add one more per step; a prefix stays well formed)
+    return PagedCase(W, B, N, D, tuple(out[:1 + n]))
 
 
 @st.composite
