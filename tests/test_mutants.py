@@ -55,7 +55,8 @@ def test_every_mutant_is_killed_within_bound():
             if k.name not in RACES and k.examples > (2 * BOUND if k.name in AT_SCALE else BOUND)]
     assert not slow, f"killed too late: {slow}"
     for k in available:
-        assert k.case is not None  # the shrunk seed is reported
+        if k.name not in RACES:  # a race may survive this budget: test_the_race_mutants_die_in_the_threads_phase
+            assert k.case is not None  # the shrunk seed is reported
     for k in results:
         if not k.available:
             assert k.reason  # unavailable mutants say why
