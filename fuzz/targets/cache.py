@@ -252,17 +252,23 @@ class CacheTarget(Target):
                 skip = self._push_run(raw, cache, spec, ops, i + 1, stats)
         return stats
 
-    def _run_instances(self, case: Case) -> RunStats:
-        """Every instance built and reset first, then the ops interleaved; all of them checked after each op."""
+    def _live(self, case: Case) -> list:
+        """Every instance of ``case`` built and reset to its window, all checked empty: where a multi-instance
+        case starts, threaded or not."""
         live = [self._build(case, k) for k in range(case.instance_count)]
-        stats = RunStats()
-        slot = self.op_slot
         for k, (raw, cache, spec) in enumerate(live):
             try:
                 cache.reset(spec.window)
             except Exception as e:  # noqa: BLE001 - the cache raised on a spec-valid op
                 raise crash_from(self.name, -1, None, e, f"instance @{k}") from e
         self._check_all(live, -1, None)
+        return live
+
+    def _run_instances(self, case: Case) -> RunStats:
+        """Every instance built and reset first, then the ops interleaved; all of them checked after each op."""
+        live = self._live(case)
+        stats = RunStats()
+        slot = self.op_slot
         for i, op in enumerate(case.ops):
             if slot is not None:
                 slot[OP] = i
@@ -281,13 +287,7 @@ class CacheTarget(Target):
         so a threaded case is drawn many times (:mod:`fuzz.phases.threads`)."""
         import threading
 
-        live = [self._build(case, k) for k in range(case.instance_count)]
-        for k, (raw, cache, spec) in enumerate(live):
-            try:
-                cache.reset(spec.window)
-            except Exception as e:  # noqa: BLE001 - the cache raised on a spec-valid op
-                raise crash_from(self.name, -1, None, e, f"instance @{k}") from e
-        self._check_all(live, -1, None)
+        live = self._live(case)
         mine: list[list[tuple[int, Op, Op]]] = [[] for _ in live]
         for i, op in enumerate(case.ops):
             k, bare = target_of(op)
