@@ -239,10 +239,13 @@ def test_flex_attention_reference_takes_its_mask_as_a_block_mask_that_says_the_s
     with pytest.raises(ValueError, match="boolean"):
         families._block_mask(mask.float(), torch.float32)
 
+    fam = Family("mistral")
+    if not getattr(fam.cls, "_supports_flex_attn", False):
+        pytest.skip("this release's Mistral declares no flex attention support (4.45: added later): "
+                    "the BlockMask above is checked, the routing needs a flex model")
     forms = []
     monkeypatch.setattr(families, "_block_mask", lambda m, dtype: forms.append("block") or m)
     monkeypatch.setattr(families, "_additive", lambda m, dtype: forms.append("additive") or m)
-    fam = Family("mistral")
     monkeypatch.setattr(fam, "_forward", lambda *a, **kw: (_ for _ in ()).throw(RuntimeError("stop before running")))
     for attn in ("flex_attention", "eager"):
         with pytest.raises(RuntimeError, match="stop before running"):
