@@ -30,7 +30,7 @@ def failed_checks(doc):
 
 
 @pytest.mark.parametrize("what,needle,extra", [
-    ("sleep", "ran longer than 2 s (--op-timeout)", ("--op-timeout", "2")),
+    ("sleep", "ran past its 2 s limit (--op-timeout)", ("--op-timeout", "2")),
     ("segv", "died of SIGSEGV", ()),
     ("exit", "SystemExit", ()),
     ("kbd", "KeyboardInterrupt", ()),
@@ -108,3 +108,79 @@ def test_subject_text_is_escaped_in_the_html_report(tmp_path, monkeypatch):
     rc, doc = run_gate(tmp_path, BASE, H + "HostileDecoder", "layout", "exact", "--no-isolate")
     html = (tmp_path / "report" / "report.html").read_text()
     assert rc == 1 and "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)" in html
+
+
+IMPORT = "py-decoder:tests.support.hostile_import:Decoder"
+
+
+@pytest.mark.parametrize("role", ["baseline", "candidate"])
+def test_a_subject_module_that_segfaults_on_import_fails_the_gate_with_a_report(tmp_path, monkeypatch, role):
+    """The gate resolves subjects in their child (fuzz.gate.isolate.spawn): a module that dies while it is imported
+    kills that child, not the gate; the gate fails (exit 1, not a usage error), the report names the subject and
+    what it was doing, and no step claims to have run."""
+    monkeypatch.setenv("KVW_HOSTILE_IMPORT", "segv")
+    base, cand = (IMPORT, BASE) if role == "baseline" else (BASE, IMPORT)
+    rc, doc = run_gate(tmp_path, base, cand)
+    assert rc == 1 and doc is not None and doc["verdict"] == "fail"
+    fails = failed_checks(doc)
+    assert len(fails) == 1 and fails[0][1] == "probe", fails
+    assert "died of SIGSEGV" in fails[0][2] and "imported" in fails[0][2], fails[0][2]
+    assert all(s["verdict"] == "n/a" and "not reached" in s["summary"] for s in doc["steps"] if s["number"] > 1)
+    assert doc["subjects"][role]["spec"] == IMPORT
+
+
+def test_a_subject_whose_import_hangs_is_killed_after_the_confirmation(tmp_path, monkeypatch):
+    """Importing and resolving a subject is setup, timed apart (fuzz.gate.isolate.STARTUP_TIMEOUT, shortened
+    here) and confirmed: past the limit it gets CONFIRM_FACTOR times as long before it is killed."""
+    from fuzz.config import CONFIRM_FACTOR
+    from fuzz.gate import isolate
+
+    monkeypatch.setenv("KVW_HOSTILE_IMPORT", "sleep")
+    monkeypatch.setattr(isolate, "STARTUP_TIMEOUT", 1.0)
+    rc, doc = run_gate(tmp_path, BASE, IMPORT)
+    assert rc == 1 and doc is not None
+    (_, cell, detail), = failed_checks(doc)
+    assert cell == "probe" and f"had not answered after {CONFIRM_FACTOR:g} s" in detail, detail
+
+
+def test_a_probe_that_hangs_fails_the_gate_not_a_usage_error(tmp_path, monkeypatch):
+    """A hang in the subject's first answers (identity) is its failure (exit 1), never "usage" (exit 2)."""
+    monkeypatch.setenv("KVW_HOSTILE_PROBE", "1")
+    rc, doc = run_gate(tmp_path, BASE, IMPORT, "layout", "exact", "--op-timeout", "1")
+    assert rc == 1 and doc is not None
+    (_, cell, detail), = failed_checks(doc)
+    assert cell == "probe" and "identity" in detail and "ran past its 1 s limit (--op-timeout)" in detail, detail
+
+
+def test_a_subject_module_that_exits_on_import_is_one_line_not_a_traceback(tmp_path, monkeypatch, capsys):
+    """``sys.exit(0)`` while the module is imported: the subject's error, sent back from its child; the gate says
+    so in one line (exit 2: the subject cannot be started) and never passes."""
+    monkeypatch.setenv("KVW_HOSTILE_IMPORT", "exit")
+    rc, _ = run_gate(tmp_path, BASE, IMPORT)
+    err = capsys.readouterr().err
+    assert rc == 2 and "SystemExit" in err and "Traceback" not in err, err
+
+
+def test_a_slow_call_that_answers_within_the_confirmation_is_noted_not_failed():
+    """fuzz.gate.isolate.SubjectProcess._await: an answer past the limit but within CONFIRM_FACTOR x it is slow,
+    not hung: it is returned and noted."""
+    from fuzz.gate.isolate import SubjectProcess
+
+    class Conn:
+        def __init__(self):
+            self.polls = []
+
+        def poll(self, timeout):
+            self.polls.append(timeout)
+            return len(self.polls) == 2  # not within the limit; within the confirmation
+
+        def recv(self):
+            return ("ok", 1, 0.5)
+
+    p = SubjectProcess("x", "candidate", op_timeout=None)
+    p.conn = Conn()
+    assert p.limit() == 60.0
+    assert p._await("decode()", 0.01) == ("ok", 1, 0.5)
+    assert len(p.slow) == 1 and "slow, not a hang" in p.slow[0]
+    p.slowest = 20.0
+    assert p.limit() == 200.0  # 10 x the slowest call measured, above the floor

@@ -113,8 +113,9 @@ class GateConfig:
     sources: dict[str, str] = field(default_factory=dict)
     #: Subjects run in a child process each (:mod:`fuzz.gate.isolate`); ``False``: in the gate's own process.
     isolate: bool = True
-    #: Seconds one call of a subject may run before its process is killed and the call fails (``--op-timeout``).
-    op_timeout: float = 60.0
+    #: Seconds one call of a subject may run before it counts as hung (``--op-timeout``); ``None``: the limit
+    #: follows the measured cost of the calls (:meth:`fuzz.gate.isolate.SubjectProcess.limit`).
+    op_timeout: float | None = None
 
     @property
     def approximate(self) -> bool:
@@ -129,7 +130,7 @@ class GateConfig:
                 f"{self.intervention} --claim {self.claim.text}" + (" --smoke" if self.smoke else " --quick" if self.quick else "")
                 + f" --report {self.report}" + (f" --seed {self.seed}" if self.seed else "")
                 + ("" if self.isolate else " --no-isolate")
-                + (f" --op-timeout {self.op_timeout:g}" if self.isolate and self.op_timeout != gate_op_timeout() else ""))
+                + (f" --op-timeout {self.op_timeout:g}" if self.isolate and self.op_timeout is not None else ""))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -147,9 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pyproject", default="pyproject.toml", help="where [tool.kvwindow.gate] is read (default "
                    "./pyproject.toml)")
     p.add_argument("--op-timeout", type=float, default=None, metavar="S",
-                   help=f"a call of a subject running longer fails its step; its process is killed (default "
-                        f"{gate_op_timeout():g} s: campaigns' op limit, at least {GATE_OP_FLOOR:g} s for a model's "
-                        "full forward)")
+                   help="a call of a subject running longer, and still running after 4 times as long, fails its "
+                        "step; its process is killed (default: 10 x the slowest call measured so far, at least "
+                        f"{GATE_OP_FLOOR:g} s for a model's full forward; building an instance is setup, allowed "
+                        "300 s)")
     p.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
                    help="run each subject in a child process, so a native crash or a hang is the subject's failed "
                         "step, not the gate's end (default; --no-isolate: in the gate's own process, no op limit)")
@@ -160,14 +162,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: The least per-call limit of a gate subject: one call may be a model's full forward over 4 W tokens.
 GATE_OP_FLOOR = 60.0
-
-
-def gate_op_timeout() -> float:
-    """The default ``--op-timeout`` of the gate: the campaigns' op limit (:data:`fuzz.config.OP_TIMEOUT`), at least
-    :data:`GATE_OP_FLOOR`."""
-    from fuzz.config import OP_TIMEOUT
-
-    return max(float(OP_TIMEOUT), GATE_OP_FLOOR)
 
 
 def read_pyproject(path: Path) -> dict[str, Any]:
@@ -227,10 +221,8 @@ def load(args: argparse.Namespace) -> GateConfig:
     for key in KEYS:
         sources.setdefault(key, "default")
     op_timeout = getattr(args, "op_timeout", None)
-    if op_timeout is None:
-        op_timeout = gate_op_timeout()
-    elif not math.isfinite(op_timeout) or op_timeout <= 0:
+    if op_timeout is not None and (not math.isfinite(op_timeout) or op_timeout <= 0):
         raise UsageError(f"--op-timeout must be a finite number of seconds > 0, got {op_timeout}")
     return GateConfig(values["baseline"], values["candidate"], kind, claim, quick, rpath, seed,
                       bool(getattr(args, "smoke", False)), sources, isolate=bool(getattr(args, "isolate", True)),
-                      op_timeout=float(op_timeout))
+                      op_timeout=None if op_timeout is None else float(op_timeout))

@@ -9,6 +9,18 @@ limit (the child is killed), is that call's outcome — :class:`SubjectDied`, an
 :class:`~fuzz.gate.protocol.Handle` turns into the subject's :class:`~fuzz.gate.protocol.SubjectError`, so the
 step that made the call fails with the cell named, and the gate goes on (a fresh child for the next instance).
 
+The subject is resolved in the child too (:func:`spawn`): the gate's process never imports code under test, so
+a module that segfaults, exits or hangs while it is imported is that subject's death, not the gate's. Only what
+the report needs of it (tolerance, description, versions) crosses back; a spec that names nothing is still a
+usage error, sent back as one.
+
+Limits follow measured cost, as a campaign's do (DESIGN §4: a slow machine is never a finding): starting the
+child and building an instance are setup (:data:`~fuzz.config.SETUP_TIMEOUT`); a call may run
+:data:`~fuzz.config.OP_TIMEOUT_FACTOR` times the slowest call measured so far, at least
+:data:`~fuzz.gate.config.GATE_OP_FLOOR` (``--op-timeout`` fixes it instead). A call past its limit is given
+:data:`~fuzz.config.CONFIRM_FACTOR` times as long before its process is killed: one that answers then was slow
+(noted in :attr:`SubjectProcess.slow`), not hung.
+
 Values cross as pickles; logits and K/V (``LOGIT_METHODS``) are converted to numpy in the child. What does
 not pickle — and every ``snapshot()`` state, which must come back to ``restore()`` as the object it was —
 stays in the child and crosses as a :class:`Ref`. The time a call took is measured in the child
@@ -26,15 +38,17 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from fuzz.gate.protocol import OPTIONAL, REQUIRED, Subject
+from fuzz.config import CONFIRM_FACTOR, OP_TIMEOUT_FACTOR, SETUP_TIMEOUT
+from fuzz.gate.config import GATE_OP_FLOOR
+from fuzz.gate.protocol import DEFAULT_TOLERANCE, OPTIONAL, REQUIRED, Subject
 from impl.errors import Unavailable
 
 #: Methods whose answers are logits or K/V rows: converted to float64 numpy in the child (torch tensors too).
 LOGIT_METHODS = ("prefill", "decode", "full", "batch", "kv_layers", "full_kv")
 #: Methods whose answers stay in the child (a state handed back to ``restore``).
 REF_METHODS = ("snapshot",)
-#: Seconds the child may take to start and resolve the subject (imports, a model built from its seed).
-STARTUP_TIMEOUT = 300.0
+#: Seconds the child may take to start and resolve the subject (imports, a model built from its seed): setup.
+STARTUP_TIMEOUT = SETUP_TIMEOUT
 
 
 class SubjectDied(Exception):
@@ -96,13 +110,18 @@ def serve(conn, spec: str, role: str, cwd: str) -> None:
         pass
     os.chdir(cwd)
     try:
-        from fuzz.gate.subjects import resolve
+        from fuzz.gate.subjects import SubjectUsageError, resolve
 
-        subject = resolve(spec, role)
+        try:
+            subject = resolve(spec, role)
+        except SubjectUsageError as e:  # a spec naming nothing usable: the gate's usage error, as in process
+            conn.send(("usage", str(e)[:2000]))
+            return
     except BaseException as e:  # noqa: BLE001 - anything: the parent reports it as the subject's
         conn.send(("raised", type(e).__name__, f"resolving {spec!r} in the subject's process: {e}"[:2000]))
         return
-    conn.send(("ready",))
+    conn.send(("ready", {"tolerance": tuple(subject.tolerance), "description": str(subject.description),
+                         "versions": {str(k): str(v) for k, v in dict(subject.versions).items()}}))
     objs: dict[int, Any] = {}
     refs: dict[int, Any] = {}
     counter = [0]
@@ -162,13 +181,31 @@ def serve(conn, spec: str, role: str, cwd: str) -> None:
 class SubjectProcess:
     """The child process of one subject: started on the first instance, started again after it died."""
 
-    def __init__(self, spec: str, role: str, op_timeout: float):
+    def __init__(self, spec: str, role: str, op_timeout: float | None = None):
+        #: ``--op-timeout`` (fixed) or ``None``: the limit follows the measured cost (:meth:`limit`)
         self.spec, self.role, self.op_timeout = spec, role, op_timeout
         self.proc = None
         self.conn = None
         self.generation = 0
         self.died: str | None = None
         self.drops: list[int] = []
+        #: What the child said of the subject when it resolved it (tolerance, description, versions).
+        self.meta: dict = {}
+        #: Seconds of the slowest call measured in the child so far (instances built are setup, not counted).
+        self.slowest = 0.0
+        #: One line per call that ran past its limit and answered within the confirmation (slow, not hung).
+        self.slow: list[str] = []
+
+    def limit(self) -> float:
+        """Seconds a call may run before it is given its confirmation time: ``--op-timeout`` when given, else
+        :data:`~fuzz.config.OP_TIMEOUT_FACTOR` x the slowest call so far, at least :data:`GATE_OP_FLOOR`."""
+        if self.op_timeout is not None:
+            return self.op_timeout
+        return max(GATE_OP_FLOOR, OP_TIMEOUT_FACTOR * self.slowest)
+
+    def limit_text(self) -> str:
+        return "--op-timeout" if self.op_timeout is not None else \
+            f"{OP_TIMEOUT_FACTOR:g} x the slowest call so far, at least {GATE_OP_FLOOR:g} s; --op-timeout sets it"
 
     def _start(self) -> None:
         ctx = mp.get_context("spawn")
@@ -178,10 +215,16 @@ class SubjectProcess:
         self.proc.start()
         child.close()
         self.conn, self.generation, self.drops = parent, self.generation + 1, []
-        reply = self._await("starting", STARTUP_TIMEOUT)
+        reply = self._await("starting", STARTUP_TIMEOUT, setup=True)
+        if reply[0] == "usage":
+            self._stop()
+            from fuzz.gate.subjects import SubjectUsageError
+
+            raise SubjectUsageError(reply[1])
         if reply[0] != "ready":
             self._stop()
             raise _remote_error(reply[1], reply[2])
+        self.meta = reply[1]
 
     def _stop(self) -> None:
         if self.proc is not None:
@@ -195,17 +238,29 @@ class SubjectProcess:
     def close(self) -> None:
         self._stop()
 
-    def _await(self, what: str, timeout: float) -> tuple:
-        if self.conn.poll(timeout):
+    def _await(self, what: str, timeout: float, setup: bool = False) -> tuple:
+        """The child's answer within ``timeout`` seconds, or within :data:`CONFIRM_FACTOR` times as long (then
+        noted as slow): a busy machine slows a call without hanging it. Past that, or when the child dies, the
+        call's outcome is :class:`SubjectDied`."""
+        t0 = time.monotonic()
+        in_time = self.conn.poll(timeout)
+        if in_time or self.conn.poll(timeout * (CONFIRM_FACTOR - 1)):
             try:
-                return self.conn.recv()
+                reply = self.conn.recv()
+                took = time.monotonic() - t0
+                if not in_time:
+                    self.slow.append(f"{self.role} {what} answered after {took:.1f} s, past its {timeout:g} s limit "
+                                     f"({'setup' if setup else self.limit_text()}): slow, not a hang")
+                return reply
             except (EOFError, OSError):
                 pass
             self.proc.join(timeout=5)
             why = f"{_describe_exit(self.proc.exitcode)} during {what}"
         else:
             self.proc.kill()
-            why = f"{what} ran longer than {timeout:g} s (--op-timeout); its process was killed"
+            kind = "setup limit" if setup else f"limit ({self.limit_text()})"
+            why = (f"{what} ran past its {timeout:g} s {kind} and had not answered after {timeout * CONFIRM_FACTOR:g} s "
+                   "(confirmed: not a slow machine); its process was killed")
         self._stop()
         self.died = why
         raise SubjectDied(why)
@@ -213,8 +268,11 @@ class SubjectProcess:
     def request(self, msg: tuple, what: str) -> tuple:
         self.conn.send((*msg, self.drops))
         self.drops = []
-        reply = self._await(what, self.op_timeout)
+        setup = msg[0] == "new"  # an instance built (a model from its seed) is setup, timed apart
+        reply = self._await(what, SETUP_TIMEOUT if setup else self.limit(), setup=setup)
         if reply[0] == "ok":
+            if not setup and isinstance(reply[2], (int, float)):
+                self.slowest = max(self.slowest, float(reply[2]))
             return reply
         if reply[0] == "unavailable":
             raise Unavailable(reply[1])
@@ -258,10 +316,17 @@ class RemoteInstance:
             pass
 
 
-def isolated(subject: Subject, role: str, op_timeout: float) -> Subject:
-    """``subject`` (resolved in this process, for its usage errors and class attributes) with its instances in a
-    child process; ``close()`` of the returned subject's ``process`` stops the child."""
-    proc = SubjectProcess(subject.spec, role, op_timeout)
-    out = Subject(subject.spec, proc.new, subject.tolerance, subject.description, dict(subject.versions))
+def spawn(spec: str, role: str, op_timeout: float | None = None) -> Subject:
+    """The subject ``spec`` names, resolved in a child process started now, its instances living there;
+    ``close()`` of the returned subject's ``process`` stops the child. Raises
+    :class:`~fuzz.gate.subjects.SubjectUsageError` for a spec that names nothing usable, :class:`SubjectDied`
+    when the child dies or hangs while it imports and resolves the subject, and the subject's own error (a
+    :class:`RemoteError`) when resolving it raised."""
+    proc = SubjectProcess(spec, role, op_timeout)
+    proc._start()
+    meta = proc.meta
+    tol = meta.get("tolerance")
+    out = Subject(spec, proc.new, tuple(tol) if tol else DEFAULT_TOLERANCE, meta.get("description", ""),
+                  dict(meta.get("versions", {})))
     out.process = proc  # type: ignore[attr-defined]
     return out

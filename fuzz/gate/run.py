@@ -18,8 +18,11 @@ a failure outranks a fault, as a finding does in a campaign. Ctrl-C or SIGTERM s
 report of every finished step (the rest "not reached: interrupted"); it exits 130 (Ctrl-C) or 143 (SIGTERM)
 unless a finished step failed (1).
 
-Subjects run in a child process each by default (:mod:`fuzz.gate.isolate`; ``--no-isolate``), every call
-within ``--op-timeout``: a subject that dies, hangs or ends its process fails the step that called it.
+Subjects run in a child process each by default (:mod:`fuzz.gate.isolate`; ``--no-isolate``), resolved there (the
+gate never imports code under test itself), every call within a limit that follows the measured cost
+(``--op-timeout`` fixes it): a subject that dies, hangs or ends its process fails the step that called it; one
+that does so before the first step (while its module is imported, an instance built, or the probe answered)
+fails the gate (exit 1) with a report whose steps say they were not reached.
 """
 
 from __future__ import annotations
@@ -41,12 +44,12 @@ from fuzz.gate.identity import step3
 from fuzz.gate.parity import step4
 from fuzz.gate.perf import step6
 from fuzz.gate.plots import plot_latency, plot_ratios
-from fuzz.gate.protocol import GateFault, SubjectError
+from fuzz.gate.protocol import GateFault, Subject, SubjectError
 from fuzz.gate.quality import step7
 from fuzz.gate.recovery import step8
 from fuzz.gate.report import EXIT, document, render_markdown
 from fuzz.gate.subjects import SubjectUsageError, resolve
-from fuzz.gate.isolate import isolated
+from fuzz.gate.isolate import SubjectDied, spawn
 from fuzz.gate.verdict import FAIL, FAULT, LABEL, NA, Step, mark_shared, overall
 from fuzz.machine import machine_info
 from fuzz.targets.base import HarnessInterrupt, interrupt_handlers
@@ -69,15 +72,36 @@ def check_identity_bounds(identity: dict, who: str) -> None:
                                     "gate sizes streams within")
 
 
+class ProbeDied(Exception):
+    """A subject's process died or hung before the first step (while its module was imported and the subject
+    resolved, an instance built, or the probe answered): the subject's failure, reported as the gate's
+    (exit 1), never a usage error. ``subjects`` holds both roles' subjects as far as they were started."""
+
+    def __init__(self, role: str, spec: str, why: str, subjects: dict[str, Subject]):
+        self.role, self.spec, self.why, self.subjects = role, spec, why, subjects
+        super().__init__(f"{role} {spec!r} {why}")
+
+
+def _subject(conf: cfgmod.GateConfig, role: str, spec: str, opened: list | None, started: dict) -> Subject:
+    if not conf.isolate:
+        return resolve(spec, role)
+    try:  # resolved in its child: the gate's process never imports code under test
+        s = spawn(spec, role, conf.op_timeout)
+    except SubjectDied as e:
+        raise ProbeDied(role, spec, f"died while its module was imported and the subject resolved: {e}",
+                        started) from e
+    if opened is not None:
+        opened.append(s)
+    return s
+
+
 def prepare(conf: cfgmod.GateConfig, log: Callable[[str], None], opened: list | None = None) -> Context:
     """Resolve and probe both subjects (usage errors before any work): identities, window, vocabulary. Isolated
-    subjects (``conf.isolate``) are appended to ``opened``: the caller stops their processes."""
-    base = resolve(conf.baseline, "baseline")
-    cand = resolve(conf.candidate, "candidate")
-    if conf.isolate:  # every instance in a child per subject: a native death or a hang fails the call, not the gate
-        base, cand = isolated(base, "baseline", conf.op_timeout), isolated(cand, "candidate", conf.op_timeout)
-        if opened is not None:
-            opened.extend([base, cand])
+    subjects (``conf.isolate``) are appended to ``opened``: the caller stops their processes. A subject whose
+    process dies or hangs here raises :class:`ProbeDied`."""
+    started: dict[str, Subject] = {}
+    base = started["baseline"] = _subject(conf, "baseline", conf.baseline, opened, started)
+    cand = started["candidate"] = _subject(conf, "candidate", conf.candidate, opened, started)
     identities, vocab = {}, {}
     for role, s in (("baseline", base), ("candidate", cand)):
         try:
@@ -85,6 +109,8 @@ def prepare(conf: cfgmod.GateConfig, log: Callable[[str], None], opened: list | 
             identities[s.spec] = h.identity()
             vocab[role] = h.full([1]).shape[-1]
         except SubjectError as e:
+            if isinstance(e.cause, SubjectDied):  # a death or a hang, not an answer: the subject's failure
+                raise ProbeDied(role, s.spec, f"died while the gate probed it: {e.method}: {e.what}", started) from e
             raise cfgmod.UsageError(f"{role} {s.spec!r} does not answer the decoder protocol: {e.method} raised "
                                     f"{e.what}") from e
     base.vocab, cand.vocab = vocab["baseline"], vocab["candidate"]  # every later answer is checked against it
@@ -138,6 +164,8 @@ def run_steps(ctx: Context, steps: list[Step] | None = None,
 def write_reports(ctx: Context, steps: list[Step], faults: list[str], runtime: float,
                   interrupted: HarnessInterrupt | None = None) -> dict:
     out = ctx.config.report
+    for _, subject in ctx.roles():  # calls past their limit that answered within the confirmation: slow, not hung
+        ctx.notes.extend(line for line in getattr(getattr(subject, "process", None), "slow", ()) if line not in ctx.notes)
     pngs: dict[str, bytes] = {}
     s6 = next((s for s in steps if s.number == 6), None)
     if s6 is not None and s6.data.get("ratios"):
@@ -181,6 +209,8 @@ def _main(args, log: Callable[[str], None], t0: float, opened: list) -> int:
             if why:
                 raise cfgmod.UsageError(f"{conf.sources['report']}: report folder: {why}")
             ctx = prepare(conf, log, opened)
+        except ProbeDied as e:  # the subject's failure before the first step: a failed gate, with its report
+            return _probe_died(conf, e, log, t0)
         except (cfgmod.UsageError, SubjectUsageError) as e:
             print(f"kvwindow gate: error: {e}", file=sys.stderr)
             return EXIT_USAGE
@@ -220,6 +250,30 @@ def _main(args, log: Callable[[str], None], t0: float, opened: list) -> int:
     finally:
         for subject in opened:
             subject.process.close()
+
+
+def _probe_died(conf: cfgmod.GateConfig, e: ProbeDied, log: Callable[[str], None], t0: float) -> int:
+    """The report of a gate whose subject died or hung before the first step: step 1 fails naming the subject and
+    what it was doing, the other steps were not reached."""
+    def unstarted(role: str, spec: str) -> Subject:
+        return Subject(spec, lambda: None, description=f"not started: the {e.role} died first")
+
+    subjects = {role: e.subjects.get(role) or unstarted(role, spec)
+                for role, spec in (("baseline", conf.baseline), ("candidate", conf.candidate))}
+    ctx = Context(conf, subjects["baseline"], subjects["candidate"], DEFAULT_WINDOW, [], 0, {}, log)
+    ctx.notes.append(f"the {e.role} {e.why}; no step could run")
+    first = Step(1)
+    first.add("probe", e.spec, FAIL, e.why)
+    first.settle("", "")
+    steps = not_reached([first], f"the {e.role} died before the first step")
+    try:
+        doc = write_reports(ctx, steps, [], time.monotonic() - t0)
+    except OSError as err:
+        print(f"kvwindow gate: harness fault: cannot write the report into {conf.report}: {err}", file=sys.stderr)
+        return EXIT["fault"]
+    print(f"kvwindow gate: FAIL in {doc['runtime_s']:.1f} s -> {conf.report / 'report.html'}")
+    print(f"  the {e.role} {e.spec!r} {e.why[:300]}")
+    return int(doc["exit"])
 
 
 def signal_name(signum: int) -> str:
