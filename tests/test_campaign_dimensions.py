@@ -75,3 +75,16 @@ def test_a_case_with_instances_is_refused_by_a_target_driven_as_one():
         pytest.skip(f"decoder unavailable: {e}")
     case = Case.parse(3, "@0 push @1 push", instances=[Instance(3)])
     assert "live instances" in decoder.accepts(case)
+
+
+def test_the_scale_tours_estimate_grows_with_the_measured_cost_per_window():
+    """fuzz.phases.tours.scale_estimate: quadratic until two tours say otherwise, then the fitted exponent held to
+    [1, 2] — a Python ring that copies its window per push (cost ~ W**2) must not be estimated linearly (a tour at
+    W = 32 769 overran a 60 s campaign by 40 s on a loaded machine when it was)."""
+    from fuzz.phases.tours import scale_estimate
+
+    assert scale_estimate([(4097, 1.0)], 32769) == pytest.approx((32769 / 4097) ** 2)
+    assert scale_estimate([(1024, 0.25), (4097, 1.0)], 32769) == pytest.approx(32769 / 4097, rel=1e-3)  # linear
+    assert scale_estimate([(1024, 1 / 16), (4097, 1.0)], 32769) == pytest.approx((32769 / 4097) ** 2, rel=1e-3)
+    assert scale_estimate([(1024, 1.0), (4097, 1.0)], 32769) == pytest.approx(32769 / 4097)  # never below linear
+    assert scale_estimate([(1024, 1e-6), (4097, 1.0)], 32769) == pytest.approx((32769 / 4097) ** 2)  # nor above 2

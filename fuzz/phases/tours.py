@@ -12,6 +12,7 @@ of up to 1 025 tokens tells first.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Optional
 
@@ -67,8 +68,23 @@ class BoundaryTours(ExplicitPhase):
 
 
 #: The share of a campaign's time the scale tours may spend: each next tour runs only while the time they took so
-#: far plus its estimate (the last tour's time scaled by the windows' ratio) stays within it.
+#: far plus its estimate (:func:`scale_estimate`) stays within it.
 SCALE_SHARE = 0.15
+
+
+def scale_estimate(done: list[tuple[int, float]], window: int) -> float:
+    """Seconds a tour at ``window`` should take, from the tours run so far (``(window, seconds)``, smallest
+    first). A tour's tokens grow with its window, and each op may too (a ring that copies its window per push is
+    quadratic), so the cost is taken as ``c * W**k`` with ``k`` fitted to the last two tours and held to [1, 2];
+    after a single tour, ``k = 2``: an estimate that is too high only stops the tours early (the record says
+    where), one too low let a Python ring's tour at W = 32 769 overrun a 60 s campaign by 40 s."""
+    w1, t1 = done[-1]
+    k = 2.0
+    if len(done) >= 2:
+        w0, t0 = done[-2]
+        if t0 > 0 and t1 > 0 and w1 > w0:
+            k = min(2.0, max(1.0, math.log(t1 / t0) / math.log(w1 / w0)))
+    return t1 * (window / w1) ** k
 
 
 class ScaleTours(ExplicitPhase):
@@ -81,6 +97,7 @@ class ScaleTours(ExplicitPhase):
 
     def __init__(self) -> None:
         self._prev: Optional[tuple[int, float]] = None  # (window, record seconds before it) of the last tour started
+        self._done: list[tuple[int, float]] = []  # (window, seconds it took) of every tour that ran
 
     def not_applicable(self, camp: Campaign) -> Optional[str]:
         if camp.config.tester == "uniform":
@@ -99,7 +116,9 @@ class ScaleTours(ExplicitPhase):
         if self._prev is not None:
             w, before = self._prev
             rec["window"] = w  # the largest window a scale tour ran at
-            estimate = (rec["seconds"] - before) * case.window / w
+            if not self._done or self._done[-1][0] != w:
+                self._done.append((w, rec["seconds"] - before))
+            estimate = scale_estimate(self._done, case.window)
             if rec["seconds"] + estimate > SCALE_SHARE * camp.seconds or time.monotonic() + estimate > camp.hard:
                 # not a warning: a short campaign always stops here; the record says where (the phases table)
                 return (f"reached W = {w:,}; W = {case.window:,} would take ~{estimate:,.1f} s, past "
