@@ -86,6 +86,8 @@ def fuzz_target(
             del live[p.name]
         else:
             camp.phase_record(p.name)
+    if once:  # what the target's probes already saw die (DESIGN §4): outcomes before any case runs
+        camp.probe_crashes()
     try:
         # The one-off phases first, whatever max_examples says (it counts drawn cases; the bulk phase runs
         # even when the time is spent: it is a fraction of a second); the time budget and stop requests
