@@ -313,8 +313,11 @@ class Family:
                     continue
                 if crash is not None:
                     self.probe_crashes[attn] = crash
-                    self._attn.append(attn)
-                    continue
+                # offered: the child ran these calls (with the window, or without it after a death with it). Not
+                # run again here: a compile that fails in this process would make it "unavailable" after the child
+                # showed it runs (a crash lost, DESIGN §4), and one that dies natively would take the caller along
+                self._attn.append(attn)
+                continue
             try:
                 self._try(attn)
             except Exception as e:  # noqa: BLE001 - an implementation this CPU build cannot run is not offered
