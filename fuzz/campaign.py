@@ -1,7 +1,8 @@
 """The campaign of one target: a short driver over the phases of :mod:`fuzz.phases`.
 
-Order (``fuzz.phases.ORDER``): the one-off phases first — the boundary tours and the error tour
-(cheap, aimed), the long tour (only when the rate the tours showed says it ends in time), the bulk
+Order (``fuzz.phases.ORDER``): the target's crashes at its availability probe first (outcomes already seen, not
+run again: :meth:`fuzz.phases.context.Campaign.probe_crashes`), then the one-off phases — the boundary tours and
+the error tour (cheap, aimed), the long tour (only when the rate the tours showed says it ends in time), the bulk
 phase — then batches of generated and multi-instance cases by their budget shares until the time
 or ``max_examples`` runs out or a stop is requested (``--stop-on-first``: or a finding is saved).
 

@@ -6,6 +6,8 @@
 named, ``flex_attention`` included (tried once in a child process first: its CPU kernels are compiled by
 inductor; about 30 s on 5.24.0 with a warm inductor cache, a second child without the window when the first dies,
 49 s alone cold; the target is unavailable with the reasons only when both die, :func:`impl.errors.window_probe`).
+A death with the window only is this target's crash (:meth:`HFFamilyTarget.probe_crashes`: the probe's stream as
+a case, :func:`probe_case`), which the campaign reports before its first case (DESIGN §4).
 
 Each case runs, per attention implementation and per stream of the case (``Reset(w)`` starts one with
 window ``w``; a stream's tokens are drawn from a seed of the case, so a seed replays identically):
