@@ -304,6 +304,10 @@ def test_a_known_probe_crash_is_reproduced_strict_fails_on_it_and_accept_known_p
     assert rc == 1 and not doc["failures"], out
     assert doc["targets"][0]["known_findings"]["fake-probe-compile"]["reproduced"] == 1
     assert "known finding fake-probe-compile reproduced on transformers 9.9.1" in out
+    replay = doc["targets"][0]["known_links"]["fake-probe-compile"]["probe_replay"]
+    assert f"died at the availability probe; to replay its case: {replay}" in " ".join(out.split())  # unwrapped
+    assert replay == f"kvwindow seeds add --window 3 --ops '{P.PROBE.text}' --seeds-dir DIR && kvwindow replay " \
+                     f"DIR/{P.PROBE.id}.json --target fakeprobe"
     assert not (tmp_path / "s").exists()  # a known finding reproduced: no seed, as for every known finding
     rc, out, doc = _fuzz(capsys, tmp_path, "fakeprobe", "--accept-known")
     assert rc == 0 and not doc["failures"] and "known finding fake-probe-compile reproduced" in out

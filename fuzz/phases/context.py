@@ -228,6 +228,10 @@ class Campaign:
                     continue
                 res.count_known({pc.known: True})
                 self.known.count({pc.known: True})
+                c = pc.case  # a known finding saves no seed: the report says how to replay the probe's case
+                res.known_links.setdefault(pc.known, {})["probe_replay"] = (
+                    f"kvwindow seeds add --window {c.window} --ops '{c.text}' --seeds-dir DIR && "
+                    f"kvwindow replay DIR/{c.id}.json --target {self.target.name}")
                 res.known_first.setdefault(pc.known, {"examples": 0, "seconds": round(self.elapsed(), 4)})
                 continue
             sig = signature(self.target.name, pc.error, pc.case)
