@@ -111,6 +111,8 @@ def known_lines(results: list[TargetResult]) -> list[str]:
             left = f", {f['left']:,} more left out before running" if f["left"] else ""
             out.append(f"known finding {fid} reproduced on {release} by {', '.join(f['rep'])} "
                        f"({_cases(f['cases'])}{left}): {doc}; upstream: {upstream}")
+            if link.get("probe_replay"):  # one of the cases was the availability probe's (Campaign.probe_crashes)
+                out.append(f"  died at the availability probe; to replay its case: {link['probe_replay']}")
         if f["not"]:
             out.append(f"finding {fid} not reproduced on {release} by {', '.join(f['not'])} "
                        f"({_cases(f['passed'])} that hit it passed): {doc}")

@@ -330,6 +330,11 @@ class Target(ABC):
         """The explicit tolerances a logits target compares with (empty: everything is exact)."""
         return {}
 
+    def probe_crashes(self) -> list:
+        """The deaths of this target's availability probes on the sliding window (they ran without it), each a
+        :class:`fuzz.targets.probes.ProbeCrash`: outcomes of its campaign (DESIGN §4), never "unavailable"."""
+        return []
+
     @abstractmethod
     def run(self, case: Case) -> RunStats:
         """Drive fresh streams through ``case``; raise :class:`Mismatch` at the first disagreement."""

@@ -128,6 +128,10 @@ class IsolatedTarget(Target):
     def finding_links(self) -> dict[str, dict[str, str]]:
         return {k: dict(v) for k, v in self._meta.get("finding_links", {}).items()}
 
+    def probe_crashes(self) -> list:
+        """The child's target's (its probes ran in the child, when it built the target)."""
+        return list(self._meta.get("probe_crashes", []))
+
     def accepts(self, case: Case) -> str | None:
         why = super().accepts(case)
         if why is not None or not self._meta.get("custom_accepts"):

@@ -77,10 +77,24 @@ class EngineTarget(KnownFindingsTarget):
         return {self.distribution: self.release, "numpy": np.__version__}
 
     def findings_here(self) -> list[Finding]:
-        return [f for f in self.findings if f.applies(self.finding_kind, self.release)]
+        versions = self.versions()
+        return [f for f in self.findings if f.applies(self.finding_kind, self.release) and f.met(versions)]
 
     def finding_release(self) -> str:
         return release_label(self.distribution, self.release)
+
+    def probe_calls(self) -> dict[Any, tuple[str, Case]]:
+        """The availability probes (:func:`probe_once` keys) whose call this target makes for a case: key ->
+        (the call, in words; the case). A death of one of them on the window is this target's crash
+        (:meth:`probe_crashes`); a probe whose call the target does not make is left to the target that does."""
+        return {}
+
+    def probe_crashes(self) -> list:
+        """The :data:`PROBE_CRASHES` of :meth:`probe_calls`' probes, each with the probe's call as its case."""
+        from fuzz.targets.probes import probe_crash
+
+        return [probe_crash(self, case, what, PROBE_CRASHES[key])
+                for key, (what, case) in self.probe_calls().items() if key in PROBE_CRASHES]
 
     # -- running a case
 

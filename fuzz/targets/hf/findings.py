@@ -122,6 +122,27 @@ def _in_padded_row(error: BaseException) -> bool:
     return bool(getattr(error, "padded", False))
 
 
+def _decode_past_window_after_prefill(case: Case) -> bool:
+    """A stream whose first call feeds two or more tokens and whose later call of one token is past W (the
+    availability probe's stream, W = 3: a prefill of 4, then decode steps)."""
+    for w, stream in case.streams():
+        fed = _fed(stream)
+        if len(fed) >= 2 and fed[0].tokens >= 2:
+            n = fed[0].tokens
+            for op in fed[1:]:
+                n += op.tokens
+                if op.tokens == 1 and n > w:
+                    return True
+    return False
+
+
+def _flex_compile_error(error: BaseException) -> bool:
+    """Inductor failed to compile flex attention's CPU kernel (the message names flex attention and the compile
+    error, whether a case's run or the availability probe raised it)."""
+    text = str(error)
+    return "flex_attention" in text and ("CppCompileError" in text or "InductorError" in text)
+
+
 
 # -- the table ------------------------------------------------------------------------------------
 
@@ -170,6 +191,12 @@ FINDINGS: tuple[Finding, ...] = (
     Finding("hf-gemma2-padded-decode-mask", frozenset({"hf:gemma2"}), ("4.45-4.47",),
             ("4.45.2", "4.46.3", "4.47.1"), _decode_after_prefill,
             "a left-padded row with a call after the prefill", failure=_in_padded_row),
+    # torch's CPU code generation (inductor) for transformers' flex attention: reproduced at the availability probe
+    # in a fresh process (a campaign's own cases compile the kernel from other shapes first: the note)
+    Finding("hf-flex-attention-sliding-compile", frozenset({"hf:mistral@flex_attention"}), ("5.24+",),
+            ("5.24.0", "5.25.0"), _decode_past_window_after_prefill,
+            "a decode step past W after a prefill, the process's first flex attention compile (torch 2.13+ CPU)",
+            failure=_flex_compile_error, requires=(("torch", "2.13+"),)),
 )
 
 
@@ -184,9 +211,10 @@ UPSTREAM = {
 FINDINGS = tuple(dataclasses.replace(f, upstream=UPSTREAM.get(f.id, "")) for f in FINDINGS)
 
 
-def applicable(kind: str, release: str) -> list[Finding]:
-    """The rows that apply to target ``kind`` on ``release``."""
-    return [f for f in FINDINGS if f.applies(kind, release)]
+def applicable(kind: str, release: str, versions: dict[str, str] | None = None) -> list[Finding]:
+    """The rows that apply to target ``kind`` on ``release`` (and, given the target's ``versions``, whose other
+    libraries are at releases they apply to: :attr:`Finding.requires`)."""
+    return [f for f in FINDINGS if f.applies(kind, release) and (versions is None or f.met(versions))]
 
 
 def hits(kind: str, release: str, cases: Iterable[Case]) -> list[Finding]:
@@ -231,6 +259,8 @@ def release_block(finding_id: str) -> str:
         cases = f.cases or "every case"
         targets = ", ".join(f"`{t}`" for t in sorted(target_name(k) for k in f.kinds))
         spans = ", ".join(span_text(s) for s in f.releases)
+        if f.requires:  # the other libraries it needs
+            spans += "; with " + ", ".join(f"{dist} {span_text(s)}" for dist, s in f.requires)
         lines.append(f"| {cases} | {targets} | {spans} | {', '.join(f.seen)} |")
     return "\n".join(lines + ["", BLOCK_END])
 
