@@ -118,6 +118,13 @@ def _decode_after_prefill(case: Case) -> bool:
     return any(len(_fed(s)) >= 2 for _, s in case.streams())
 
 
+def _cb_window_one_prompt(case: Case) -> bool:
+    """hf-cb-window-1-prefill: a W = 1 stream with a prompt of 2 or more tokens (``Chunk(n >= 2)``: a request
+    whose prefill may be scheduled as one chunk of 2 or more tokens; whether it is depends on ``max_batch_tokens``
+    and the requests ahead of it, so a hit may pass)."""
+    return any(w == 1 and isinstance(op, Chunk) and op.n >= 2 for w, _, op in ops_with_windows(case))
+
+
 def _in_padded_row(error: BaseException) -> bool:
     return bool(getattr(error, "padded", False))
 
@@ -128,10 +135,17 @@ def _in_padded_row(error: BaseException) -> bool:
 #: Every family target (``hf:<model_type>``) of :data:`impl.hf.families.FAMILIES`, by name.
 FAMILY_KINDS = frozenset(f"hf:{mt}" for mt in ("mistral", "mixtral", "qwen2", "qwen3", "gemma2", "gemma3_text",
                                                 "cohere2", "phi3", "starcoder2", "gpt_oss"))
+#: Every continuous-batching target (``hf-cb:<model_type>``, :mod:`fuzz.targets.hf.cb`).
+CB_KINDS = frozenset(f"hf-cb:{k[3:]}" for k in FAMILY_KINDS)
 #: Family targets whose default cache on the legacy API is the whole-model static sliding cache.
 HYBRID_KINDS = frozenset({"hf:gemma2", "hf:gemma3_text", "hf:cohere2", "hf:gpt_oss"})
 _LAYERS_API = ("4.57+",)
 _LEGACY_API = ("4.45-4.56",)
+
+#: hf-cb-window-1-prefill: continuous batching has sliding-window support from 4.57 (PR #40688); the note says
+#: which releases were run.
+CB_W1_RELEASES = ("4.57+",)
+CB_W1_SEEN = ("5.25.0",)
 
 FINDINGS: tuple[Finding, ...] = (
     # the cache targets and hf-mistral / hf-gemma2 read the stored keys back after every op
@@ -170,6 +184,8 @@ FINDINGS: tuple[Finding, ...] = (
     Finding("hf-gemma2-padded-decode-mask", frozenset({"hf:gemma2"}), ("4.45-4.47",),
             ("4.45.2", "4.46.3", "4.47.1"), _decode_after_prefill,
             "a left-padded row with a call after the prefill", failure=_in_padded_row),
+    Finding("hf-cb-window-1-prefill", CB_KINDS, CB_W1_RELEASES, CB_W1_SEEN, _cb_window_one_prompt,
+            "a W = 1 request whose prompt is 2 or more tokens"),
 )
 
 
@@ -216,7 +232,7 @@ BLOCK_END = "<!-- /releases -->"
 
 def target_name(kind: str) -> str:
     """A finding kind as the ``--target`` it applies to (``static`` -> ``hf-static``)."""
-    return kind if kind.startswith("hf:") else f"hf-{kind}"
+    return kind if kind.startswith(("hf:", "hf-cb:")) else f"hf-{kind}"
 
 
 def release_block(finding_id: str) -> str:
