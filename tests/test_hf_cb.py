@@ -144,3 +144,17 @@ def test_campaign_reports_the_known_finding(tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 1 and "known finding hf-cb-window-1-prefill reproduced" in out, out
     assert main(args + ["--accept-known"]) == 0, capsys.readouterr().out
+
+
+def test_gemma2_paged_eager_drops_soft_capping():
+    """Like with like: ``paged|eager`` (5.25.0 integrations/eager_paged.py) takes no ``softcap``, so Gemma 2's
+    reference for it drops attention soft-capping; against the capped reference the same requests disagree."""
+    if cb.paged_eager_softcaps():
+        pytest.skip("this release's paged|eager applies soft-capping: the twin reference is not used")
+    t = HFCBTarget("gemma2", attns=["paged|eager"], strict=True)
+    case = Case(6, [Chunk(12), Push(), Push(), Push(), Push()])  # capped vs not: 1.8e-3 apart in a logprob (tol 3.5e-4)
+    t.run(case)
+    assert t.cb.reference_family("paged|eager") is not t.family
+    t.cb._nocap = t.family  # hold it to the capped reference instead
+    with pytest.raises(Mismatch, match="log-probability"):
+        t.run(case)

@@ -49,6 +49,18 @@ CB_ATTENTION = {"sdpa": "sdpa", "paged|eager": "eager"}
 MIN_PAGE = 4
 
 
+def paged_eager_softcaps() -> bool:
+    """Does ``paged|eager`` apply attention-logit soft-capping? Feature-detected: 5.25.0's
+    ``integrations/eager_paged.py`` ``eager_paged_attention_forward`` (lines 17-51) takes no ``softcap`` (the
+    model's keyword lands in ``**kwargs``) and never applies it; Gemma 2's eager ``eager_attention_forward``
+    does (modeling_gemma2.py lines 184-198)."""
+    import inspect
+
+    from transformers.integrations import eager_paged
+
+    return "softcap" in inspect.signature(eager_paged.eager_paged_attention_forward).parameters
+
+
 def available() -> Optional[str]:
     """``None`` where the installed transformers has continuous batching with per-request log-probabilities and
     ``max_batch_tokens``, else why not (one line)."""
@@ -113,6 +125,38 @@ class CBFamily:
             raise compat.HFUnavailable(why)
         self.family = Family(model_type, seed=seed, window_shift=window_shift)
         self.model_type = model_type
+        self._nocap: Optional[Family] = None
+
+    def reference_family(self, attn: str) -> Family:
+        """The family whose reference the requests run through ``attn`` are held to: like with like (as
+        :mod:`impl.hf.families` does for Gemma 2's sdpa), a quirk of the implementation that is not about the window
+        is the reference's too. ``paged|eager`` drops Gemma 2's attention-logit soft-capping where
+        :func:`paged_eager_softcaps` says so, so its reference is a twin (same seed, same weights) whose attention
+        modules have ``attn_logit_softcapping = None``."""
+        if attn != "paged|eager" or paged_eager_softcaps():
+            return self.family
+        if self._nocap is None:
+            f = self.family
+            twin = Family(f.model_type, seed=f.seed, window_shift=f.window_shift)
+            ref = twin.reference_model("eager")
+            capped = [m for m in ref.modules() if getattr(m, "attn_logit_softcapping", None) is not None]
+            for m in capped:
+                m.attn_logit_softcapping = None
+            self._nocap = twin if capped else f
+        return self._nocap
+
+    def attn_impls(self) -> list[str]:
+        """The implementations of :data:`CB_ATTENTION` whose base the family offers on this CPU
+        (:meth:`Family.attn_impls`: Gemma 2 and gpt-oss on 5.x declare no sdpa, so only ``paged|eager``)."""
+        offered = self.family.attn_impls(flex=False)
+        return [a for a, base in CB_ATTENTION.items() if base in offered]
+
+    def attn_unavailable(self, attn: str) -> str:
+        """Why ``attn`` is not offered (the family's reason for its base implementation)."""
+        base = CB_ATTENTION.get(attn)
+        if base is None:
+            return f"not one of {', '.join(CB_ATTENTION)}"
+        return self.family.attn_unavailable.get(base, f"{base} is not offered")
 
     def _manager_kwargs(self, max_new: int, page_size: int, max_batch_tokens: int, requests: int, total: int):
         from transformers import GenerationConfig
@@ -245,7 +289,7 @@ def probe(model_type: str) -> None:
     step = "building the tiny model"
     try:
         cbf = CBFamily(model_type)
-        for attn in CB_ATTENTION:
+        for attn in cbf.attn_impls():
             step = f"continuous batching ({attn})"
             res = cbf.run(3, attn, [Request([3, 4, 5, 6, 7], 2), Request([8, 9], 1)], max_batch_tokens=4)
             errs = [o.error for o in res.outputs if o.error]

@@ -12,13 +12,16 @@ manager's sizes are drawn from a seed of the case, so a seed replays identically
 * all of a stream's requests are added before the manager's loop starts, so they are scheduled concurrently;
   ``max_batch_tokens`` (:data:`BATCH_TOKENS`) splits prefills into chunks (chunked prefill), mixed with other
   requests' decode steps; ``page_size`` (:data:`PAGES`) sets the pages of the paged cache;
-* each attention implementation (``sdpa``, ``paged|eager``) runs the stream once.
+* each attention implementation (``sdpa``, ``paged|eager``; ``paged|eager`` only where the family's class declares
+  no sdpa: Gemma 2 and gpt-oss on 5.x) runs the stream once.
 
 What is compared, per request: the API's own outputs — ``generated_tokens`` and their ``logprobs`` (logits are
 not exposed). The reference is :meth:`impl.hf.families.Family.reference_logits` over the request's prompt and
 generated tokens alone (same weights, window disabled, every layer attending through
 :func:`fuzz.targets.hf.family.spec_masks`: ``pyspec.in_window`` for sliding layers, causal for full ones), with
-the same attention implementation (eager for ``paged|eager``). A generated token's log-probability must match
+the same attention implementation (eager for ``paged|eager``; like with like, Gemma 2's reference for
+``paged|eager`` drops attention soft-capping as ``paged|eager`` does: :meth:`impl.hf.cb.CBFamily.reference_family`).
+A generated token's log-probability must match
 the reference's log-softmax at that token (``|got - ref| <= ATOL + RTOL * |ref|``), and the token must be the
 reference's greedy choice (its reference log-probability within that tolerance of the maximum).
 
@@ -119,7 +122,13 @@ class HFCBTarget(HFTarget):
         self.model_type, self.strict = model_type, strict
         self.finding_kind = f"hf-cb:{model_type}"
         self.name = name or f"hf-cb:{model_type}" + (f"@{','.join(attns)}" if attns else "")
-        self.attns = tuple(attns) if attns else tuple(cb.CB_ATTENTION)
+        offered = self.cb.attn_impls()
+        if attns:
+            missing = [a for a in attns if a not in offered]
+            if missing:
+                why = "; ".join(f"{a}: {self.cb.attn_unavailable(a)}" for a in missing)
+                raise compat.HFUnavailable(f"{self.name}: transformers {self.info.transformers} does not run {why}")
+        self.attns = tuple(attns) if attns else tuple(offered)
 
     def tolerances(self) -> dict[str, dict[str, float]]:
         return {"logprobs": {"atol": ATOL, "rtol": RTOL}}
@@ -177,7 +186,7 @@ class HFCBTarget(HFTarget):
                                                f"{len(o.logprobs)} logprobs for max_new_tokens={req.max_new}")]
         seq = torch.tensor([prompt + o.tokens[:-1]], dtype=torch.long)
         am = torch.ones_like(seq)
-        fam = self.family
+        fam = self.cb.reference_family(attn)
         base_attn = cb.CB_ATTENTION[attn]
         try:
             ref = fam.reference_logits(base_attn, seq, spec_masks(fam.layer_types(), w, am), am)[0]
