@@ -22,6 +22,12 @@ from fuzz.targets.hf.cb import HFCBTarget, instances, layout, make_hf_cb, reques
 from impl.hf.cb import Output, Result, Snapshot  # noqa: E402
 
 
+RELEASE = cb.compat.info().transformers
+#: docs/findings/hf-cb-sliding-ring-start.md: before PR #47708 every request past W reads the ring wrongly.
+RING = any(f.id == "hf-cb-sliding-ring-start" for f in findings.applicable("hf-cb:mistral", RELEASE))
+past_w_ok = pytest.mark.skipif(RING, reason=f"transformers {RELEASE} has hf-cb-sliding-ring-start")
+
+
 @pytest.fixture(scope="module")
 def strict():
     return HFCBTarget("mistral", strict=True)
@@ -46,6 +52,7 @@ def test_requests_of_a_stream():
     assert reqs[1].op_at(3) == (2, Chunk(4)) and reqs[1].op_at(4) == (4, Push())
 
 
+@past_w_ok
 def test_concurrent_requests_past_the_window_agree_with_the_spec(strict):
     """Several requests of different lengths (two longer than W, prefills split by max_batch_tokens), both attention
     implementations, two streams: tokens and logprobs match the spec-masked reference; the tables pass the audits."""
@@ -54,9 +61,19 @@ def test_concurrent_requests_past_the_window_agree_with_the_spec(strict):
     assert stats.tokens == 31 and "chunk>W" in stats.phases
 
 
+@past_w_ok
 @pytest.mark.parametrize("window", [2, 4, 8])
 def test_window_sweep_agrees(strict, window):
     strict.run(Case(window, [Chunk(window + 3), Push(), Push(), Chunk(window), Push(), Chunk(1), Push()]))
+
+
+@pytest.mark.skipif(not RING, reason="the ring read is right on this release (PR #47708)")
+def test_ring_start_finding_reproduces_and_is_known():
+    """docs/findings/hf-cb-sliding-ring-start.md: a two-token prompt decoded through position W = 2."""
+    case = Case(2, [Chunk(2), Push(), Push()])
+    with pytest.raises(Mismatch, match=r"W=2"):
+        HFCBTarget("mistral", strict=True).run(case)
+    assert HFCBTarget("mistral").run(case).known == {"hf-cb-sliding-ring-start": True}
 
 
 def test_a_window_off_by_one_is_caught():
@@ -79,7 +96,9 @@ def test_window_1_prefill_finding_reproduces_and_is_known():
 
 def test_the_finding_applies_to_every_cb_target_and_not_to_hf_targets():
     release = cb.compat.info().transformers
-    assert [f.id for f in findings.applicable("hf-cb:gemma2", release)] == ["hf-cb-window-1-prefill"]
+    assert "hf-cb-window-1-prefill" in [f.id for f in findings.applicable("hf-cb:gemma2", release)]
+    assert findings.hits("hf-cb:mistral", "5.15.1", [Case(2, [Chunk(2), Push()])])[0].id == "hf-cb-sliding-ring-start"
+    assert not findings.hits("hf-cb:mistral", "5.25.0", [Case(2, [Chunk(2), Push()])])
     assert "hf-cb-window-1-prefill" not in {f.id for f in findings.applicable("hf:mistral", release)}
     assert findings.target_name("hf-cb:mistral") == "hf-cb:mistral"
 
@@ -146,6 +165,7 @@ def test_campaign_reports_the_known_finding(tmp_path, capsys):
     assert main(args + ["--accept-known"]) == 0, capsys.readouterr().out
 
 
+@past_w_ok
 def test_gemma2_paged_eager_drops_soft_capping():
     """Like with like: ``paged|eager`` (5.25.0 integrations/eager_paged.py) takes no ``softcap``, so Gemma 2's
     reference for it drops attention soft-capping; against the capped reference the same requests disagree."""

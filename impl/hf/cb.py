@@ -61,20 +61,35 @@ def paged_eager_softcaps() -> bool:
     return "softcap" in inspect.signature(eager_paged.eager_paged_attention_forward).parameters
 
 
+def _config_fields() -> set[str]:
+    import dataclasses
+
+    from transformers.generation.configuration_utils import ContinuousBatchingConfig
+
+    return {f.name for f in dataclasses.fields(ContinuousBatchingConfig)} \
+        if dataclasses.is_dataclass(ContinuousBatchingConfig) else set(vars(ContinuousBatchingConfig))
+
+
+def page_field() -> str:
+    """The config field that sets the tokens per page: ``page_size`` (5.17 on; ``block_size`` deprecated there, see
+    5.25.0 ``ContinuousBatchingConfig``'s docstring) or ``block_size`` (before)."""
+    return "page_size" if "page_size" in _config_fields() else "block_size"
+
+
 def available() -> Optional[str]:
-    """``None`` where the installed transformers has continuous batching with per-request log-probabilities and
-    ``max_batch_tokens``, else why not (one line)."""
+    """``None`` where the installed transformers has continuous batching with a ``ContinuousBatchingConfig`` that
+    takes ``max_batch_tokens``, a page size, ``num_blocks`` and ``return_logprobs`` (5.x; 4.57's sizes live in the
+    ``GenerationConfig`` and its CPU memory query fails), else why not (one line)."""
     tf = compat.import_transformers()
     try:
         from transformers.generation.configuration_utils import ContinuousBatchingConfig  # noqa: F401
         from transformers.generation.continuous_batching import ContinuousBatchingManager  # noqa: F401
     except ImportError as e:
-        return f"transformers {tf.__version__} has no continuous batching ({type(e).__name__}: {e})"
-    import dataclasses
-
-    names = {f.name for f in dataclasses.fields(ContinuousBatchingConfig)} \
-        if dataclasses.is_dataclass(ContinuousBatchingConfig) else set(vars(ContinuousBatchingConfig))
-    missing = [n for n in ("max_batch_tokens", "page_size", "return_logprobs", "num_blocks") if n not in names]
+        return f"transformers {tf.__version__} has no continuous batching config ({type(e).__name__}: {e})"
+    names = _config_fields()
+    missing = [n for n in ("max_batch_tokens", "return_logprobs", "num_blocks") if n not in names]
+    if "page_size" not in names and "block_size" not in names:
+        missing.append("page_size")
     if missing:
         return f"transformers {tf.__version__}: ContinuousBatchingConfig has no {', '.join(missing)}"
     return None
@@ -164,10 +179,13 @@ class CBFamily:
 
         gc = GenerationConfig(max_new_tokens=max_new, do_sample=False, eos_token_id=-1, pad_token_id=0)
         blocks = 4 + 2 * requests * (-(-total // page_size) + 1)
-        cb = ContinuousBatchingConfig(page_size=page_size, num_blocks=blocks, max_batch_tokens=max_batch_tokens,
-                                      max_requests_per_batch=max(1, requests), return_logprobs=True,
-                                      allow_block_sharing=False, use_async_batching=False, use_cuda_graph=False,
-                                      auto_switch_to_flash=False)
+        want = dict(num_blocks=blocks, max_batch_tokens=max_batch_tokens, max_requests_per_batch=max(1, requests),
+                    return_logprobs=True, allow_block_sharing=False, use_async_batching=False, use_cuda_graph=False,
+                    auto_switch_to_flash=False)
+        want[page_field()] = page_size
+        fields = _config_fields()
+        # a field the release lacks is a behaviour it does not have (5.10: no auto switch to flash)
+        cb = ContinuousBatchingConfig(**{k: v for k, v in want.items() if k in fields})
         return gc, cb
 
     def run(self, window: int, attn: str, requests: Sequence[Request], *, max_batch_tokens: int,
@@ -273,10 +291,19 @@ def _no_gc_collect():
 
 
 def _tables(cache: Any, ids: dict[str, int]) -> tuple[dict[str, dict[int, list[int]]], dict[str, int]]:
+    """Every allocator's block tables by request index, and its tokens per page: ``cache.cache_allocators``
+    (5.17 on: a dict by layer type, ``tokens_per_page``) or ``cache.group_cache_managers`` (before: a list,
+    ``block_size``; named by class, ``SlidingAttentionCacheAllocator`` -> ``sliding_attention``)."""
+    allocs = getattr(cache, "cache_allocators", None)
+    if allocs is None:
+        allocs = {}
+        for cm in cache.group_cache_managers:
+            kind = "sliding_attention" if "Sliding" in type(cm).__name__ else "full_attention"
+            allocs[kind if kind not in allocs else f"{kind}#{len(allocs)}"] = cm
     tables, page = {}, {}
-    for name, alloc in cache.cache_allocators.items():
+    for name, alloc in allocs.items():
         tables[name] = {ids.get(rid, -1): list(t) for rid, t in alloc.block_table.items()}
-        page[name] = int(alloc.tokens_per_page)
+        page[name] = int(getattr(alloc, "tokens_per_page", None) or alloc.block_size)
     return tables, page
 
 

@@ -235,7 +235,7 @@ class HFCBTarget(HFTarget):
                         owner.setdefault(b, r)
                     if n is None:
                         continue  # not scheduled this step: its length is not read here
-                    if group == "sliding_attention":
+                    if group.startswith("sliding_attention"):
                         need = math.ceil(min(n, w) / B)
                         bound = max_blocks(w, B)
                         if len(tbl) > bound:

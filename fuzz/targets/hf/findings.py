@@ -125,6 +125,22 @@ def _cb_window_one_prompt(case: Case) -> bool:
     return any(w == 1 and isinstance(op, Chunk) and op.n >= 2 for w, _, op in ops_with_windows(case))
 
 
+def _cb_request_past_window(case: Case) -> bool:
+    """hf-cb-sliding-ring-start: a request (as :func:`fuzz.targets.hf.cb.requests_of` groups a stream: a chunk and
+    the pushes after it) with a query at position W or later (prompt + pushes > W), which reads the ring buffer
+    after it has wrapped or been partly filled."""
+    for w, stream in case.streams():
+        length = 0
+        for _, op in stream:
+            if isinstance(op, Chunk):
+                length = op.n if op.n > 0 else length
+            else:
+                length += op.tokens
+            if length > w:
+                return True
+    return False
+
+
 def _in_padded_row(error: BaseException) -> bool:
     return bool(getattr(error, "padded", False))
 
@@ -145,7 +161,11 @@ _LEGACY_API = ("4.45-4.56",)
 #: hf-cb-window-1-prefill: continuous batching has sliding-window support from 4.57 (PR #40688); the note says
 #: which releases were run.
 CB_W1_RELEASES = ("4.57+",)
-CB_W1_SEEN = ("5.25.0",)
+CB_W1_SEEN = ("5.10.4", "5.20.2", "5.25.0")
+#: hf-cb-sliding-ring-start: the ring buffer's read start before PR #47708, fixed in 5.16 (the note says which
+#: releases were run, and with what).
+CB_RING_RELEASES = ("5.0-5.15",)
+CB_RING_SEEN = ("5.10.4", "5.12.1", "5.15.1")
 
 FINDINGS: tuple[Finding, ...] = (
     # the cache targets and hf-mistral / hf-gemma2 read the stored keys back after every op
@@ -186,6 +206,8 @@ FINDINGS: tuple[Finding, ...] = (
             "a left-padded row with a call after the prefill", failure=_in_padded_row),
     Finding("hf-cb-window-1-prefill", CB_KINDS, CB_W1_RELEASES, CB_W1_SEEN, _cb_window_one_prompt,
             "a W = 1 request whose prompt is 2 or more tokens"),
+    Finding("hf-cb-sliding-ring-start", CB_KINDS, CB_RING_RELEASES, CB_RING_SEEN, _cb_request_past_window,
+            "a request with a query at position W or later"),
 )
 
 
@@ -196,6 +218,7 @@ UPSTREAM = {
     "hf-dynamic-reset-stale": "https://github.com/huggingface/transformers/pull/48809",
     "hf-gemma2-padded-decode-mask": "https://github.com/huggingface/transformers/pull/35681",
     "hf-window-ignored": "https://github.com/huggingface/transformers/issues/35924",
+    "hf-cb-sliding-ring-start": "https://github.com/huggingface/transformers/pull/47708",
 }
 FINDINGS = tuple(dataclasses.replace(f, upstream=UPSTREAM.get(f.id, "")) for f in FINDINGS)
 
