@@ -179,3 +179,14 @@ def test_gemma2_paged_eager_drops_soft_capping():
     t.cb._nocap = t.family  # hold it to the capped reference instead
     with pytest.raises(Mismatch, match="log-probability"):
         t.run(case)
+
+
+def test_a_request_the_loop_failed_is_a_mismatch_at_its_prompt(strict):
+    """The manager's loop catches what a request raises and hands back ``GenerationOutput.error``: that is the
+    implementation's failure on a spec-valid request (a Mismatch naming it), never silently a pass; a short output is
+    one too."""
+    req = requests_of(list(enumerate([Chunk(3), Push()])))[0]
+    (err,) = strict._request("sdpa", 3, "[t]", 0, req, [5, 6, 7], Output([], [], "KeyError: 'sliding_attention'"))
+    assert err.index == 0 and "failed inside the continuous batching loop: KeyError" in str(err)
+    (err,) = strict._request("sdpa", 3, "[t]", 0, req, [5, 6, 7], Output([9], [-1.0], None))
+    assert "returned 1 tokens / 1 logprobs for max_new_tokens=2" in str(err)
