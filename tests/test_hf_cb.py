@@ -190,3 +190,31 @@ def test_a_request_the_loop_failed_is_a_mismatch_at_its_prompt(strict):
     assert err.index == 0 and "failed inside the continuous batching loop: KeyError" in str(err)
     (err,) = strict._request("sdpa", 3, "[t]", 0, req, [5, 6, 7], Output([9], [-1.0], None))
     assert "returned 1 tokens / 1 logprobs for max_new_tokens=2" in str(err)
+
+
+def test_the_mask_convention_against_the_spec():
+    """The glue's own mask (``build_attention_mask``, 5.25.0 utils.py:115-191) over a request block as the sliding
+    allocator lays it out (``min(past, W-1)`` cached keys, then the chunk: sliding_attention.py:77-79) is
+    ``pyspec.in_window`` for every W >= 2; at W = 1 it is not (docs/findings/hf-cb-window-1-prefill.md)."""
+    import torch
+
+    import pyspec
+
+    try:
+        from transformers.generation.continuous_batching.utils import build_attention_mask
+    except ImportError:
+        from transformers.generation.continuous_batching.continuous_api import build_attention_mask
+    for w in range(1, 7):
+        for past in range(0, 9):
+            for q in range(1, 6):
+                cached = min(past, w - 1)
+                k = cached + q
+                m = torch.zeros(1, 1, q, k)
+                build_attention_mask(m, [0, q], [0, k], sliding_window=w)
+                got = (m[0, 0] == 0).tolist()
+                want = [[pyspec.in_window(w, past + i, past - cached + j) and past - cached + j <= past + i
+                         for j in range(k)] for i in range(q)]
+                if w >= 2:
+                    assert got == want, (w, past, q)
+                elif q >= 2:
+                    assert got != want, (w, past, q)  # the finding: a chunk of >= 2 at W = 1 is causal only
