@@ -85,7 +85,7 @@ def test_open_findings_reproduce_on_the_tables_newest_and_closed_ones_were_seen_
     for fid in dict.fromkeys(f.id for f in findings.FINDINGS):
         rows = [f for f in findings.FINDINGS if f.id == fid]
         cols = {findings.target_name(k) for f in rows for k in f.kinds} & set(ct.columns())
-        if not cols:  # only targets the matrix does not run (hf:mistral@flex_attention): their notes say what ran
+        if not cols:  # no column of the table runs it (hf:mistral@flex_attention, hf-cb:*): their notes say what ran
             continue
         cited = lambda rel: any(f"[{fid}]" in ROWS[rel].get(c, "") for c in cols)  # noqa: E731
         if any(known.is_open(s) for f in rows for s in f.releases):

@@ -53,6 +53,9 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "sglang:": ("fuzz.targets.paged:make_sglang", "swa, SGLang's sliding-window pool (impl.serving)"),
     "hf:": ("fuzz.targets.hf.family:make_hf_family",
             "MODEL_TYPE[@ATTN,...], a transformers sliding-window family (eager and sdpa; @flex_attention compiles)"),
+    "hf-cb:": ("fuzz.targets.hf.cb:make_hf_cb",
+               "MODEL_TYPE[@sdpa|paged|eager], a family through transformers' continuous batching (generate_batch's "
+               "manager and paged cache; 5.x)"),
     # Engines beyond transformers (DESIGN §6): each resolves only where its package is installed.
     "ort:": ("fuzz.targets.engines.ort:make",
              "gqa|attention, ONNX Runtime's GroupQueryAttention / ONNX Attention-25 (pip install 'kvwindow[ort]')"),
@@ -75,6 +78,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
 #: (on CPU). A listing that fails (a missing optional dependency) lists the prefix itself as unavailable.
 LISTED: dict[str, str] = {
     "hf:": "fuzz.targets.hf.family:instances",
+    "hf-cb:": "fuzz.targets.hf.cb:instances",
     "ort:": "fuzz.targets.engines.ort:instances",
     "mlx:": "fuzz.targets.engines.mlx:instances",
     "ct2:": "fuzz.targets.engines.ct2:instances",
