@@ -63,7 +63,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "llama:": ("fuzz.targets.engines.llama:make", "gemma2|gemma3, a GGUF written by llama.cpp's converter from a tiny "
                "seeded HF model, driven through llama-cpp-python's low-level API (scripts/ci_engines_heavy.sh)"),
     "triton:": ("fuzz.targets.engines.triton_kernels:make",
-                "vllm-unified|vllm-prefix|sglang-decode|sglang-extend, a serving engine's Triton attention kernel under Triton's interpreter (pip install "
+                "vllm-unified|vllm-prefix|vllm-mla|sglang-decode|sglang-extend, a serving engine's Triton attention kernel under Triton's interpreter (pip install "
                 "'kvwindow[triton-vllm]' / 'kvwindow[triton-sglang]')"),
     "flex:": ("fuzz.targets.engines.flex:make", "eager|compiled|dynamic, torch FlexAttention with a sliding-window "
               "mask_mod and create_block_mask (documents packed per call; compiled: static shapes)"),
