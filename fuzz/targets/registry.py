@@ -37,6 +37,10 @@ BUILTIN: dict[str, tuple[str, bool]] = {
     "hf-gemma2": ("fuzz.targets.hf.models:make_hf_gemma2", True),
     "cuda-ring": ("fuzz.targets.cuda:make_cuda_ring", False),
     "cuda-decoder": ("fuzz.targets.cuda:make_cuda_decoder", False),
+    # CUDA-only attention libraries (DESIGN §6, "GPU kernels without a GPU"; docs/kernels.md): unavailable without a
+    # device, with the reason; scripts/gpu_check.sh runs them where one is lent.
+    "gpu:flash-attn": ("fuzz.targets.engines.gpu_kernels:make_flash_attn", False),
+    "gpu:flashinfer": ("fuzz.targets.engines.gpu_kernels:make_flashinfer", False),
 }
 
 #: prefix -> ("module:function" taking the rest of the string, what the rest names).

@@ -155,10 +155,12 @@ def layout(seqs: Sequence[Seq], block: int, seed: int, poison_evicted: bool = Tr
     return Layout(q, k, v, table, cu, lens, block, slots)
 
 
-def check(target: str, view: str, seqs: Sequence[Seq], out: np.ndarray, cu: np.ndarray, dtype: str) -> None:
+def check(target: str, view: str, seqs: Sequence[Seq], out: np.ndarray, cu: np.ndarray, dtype: str,
+          tolerance: dict | None = None) -> None:
     """Each sequence's output rows against its stream's reference rows; the first (in case order) that is not
-    within the dtype's tolerance raises the :class:`~fuzz.targets.base.Mismatch` (at its op)."""
-    atol, rtol = TOLERANCE[dtype]
+    within the dtype's tolerance (:data:`TOLERANCE`, or ``tolerance``'s) raises the
+    :class:`~fuzz.targets.base.Mismatch` (at its op)."""
+    atol, rtol = (tolerance or TOLERANCE)[dtype]
     order = sorted(range(len(seqs)), key=lambda i: seqs[i].call.index)
     for i in order:
         s = seqs[i]
