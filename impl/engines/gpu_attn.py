@@ -21,8 +21,9 @@ model's ``sliding_window = W`` (vLLM 0.34.0, the release the Triton targets pin;
   ``BatchPrefillWithPagedKVCacheWrapper.plan``, parameter ``window_left``): "The left (inclusive) window size for
   the attention window, when set to -1, the window size will be set to the full length of the sequence".
 
-The conventions are restated here, not driven: vLLM's backends import its CUDA extension on a device machine
-(``vllm._C``), which these targets do not install; the formulas are one line each and cited above.
+The conventions are restated here, not driven: these targets do not need vLLM (its wheel pins its own torch and
+CUDA build, and on a device its backends load its CUDA extension ``vllm._C``); the formulas are one line each and
+cited above.
 """
 
 from __future__ import annotations
