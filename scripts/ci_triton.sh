@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The Triton kernel targets (triton:vllm-unified, triton:sglang-decode, triton:sglang-extend; docs/kernels.md):
+# The Triton kernel targets (triton:vllm-unified, triton:vllm-prefix, triton:vllm-mla, triton:sglang-decode,
+# triton:sglang-extend; docs/kernels.md):
 # build .venv-triton — torch 2.13.0 (the project's pin), triton, the pure-Python modules the kernel files import
 # ([triton-vllm], [triton-sglang]), and vLLM / SGLang themselves with --no-deps (their full dependency sets pin
 # another torch and CUDA wheels; the kernel files need none of it) — then run the kernel targets' tests under
