@@ -171,7 +171,7 @@ def _restated_forward_mqa(q, cache, meta, query_len: int, window: int, lora: int
 def decode_rows(q, cache, block_table, seq_lens, window: int, lora: int, scale: float, splits: int,
                 sliding_window: Optional[int] = None):
     """``decode_attention_fwd`` itself over one row per query (``block_table`` and ``seq_lens`` per row), with
-    ``splits`` KV splits — what ``forward_mqa`` launches for a window of ``>= 1024 * splits / 2`` keys
+    ``splits`` KV splits — what ``forward_mqa`` launches when ``next_power_of_2(min(max_seq_len, W) // 512)`` is ``splits``
     (``_compute_num_kv_splits``), on short rows. ``sliding_window``: the glue's value (:func:`decode_window`)."""
     import torch
 

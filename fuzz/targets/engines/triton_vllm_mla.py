@@ -15,7 +15,7 @@ prefix). Per case and window:
 * **mqa** — ``forward_mqa`` itself, one launch per call length ``n`` (its batches are uniform: ``B %
   num_decodes == 0``), the calls of that length of every stream as its requests (ragged ``seq_lens``);
 * **split** — ``decode_attention_fwd`` over every query row at once with 4 KV splits (what ``forward_mqa``
-  picks for a window of 2,048–4,095 keys), so the window's division into splits (``kv_len_per_split`` over
+  picks when min(longest sequence, W) is 1,536–2,559 keys), so the window's division into splits (``kv_len_per_split`` over
   ``seq_len - window_start``) is checked on short rows too.
 
 Drawn per case: the block size (:func:`.triton_paged.block_size`; the backend itself takes multiples of 16,
