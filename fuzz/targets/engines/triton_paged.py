@@ -23,16 +23,15 @@ the window (``W - 1``, ``W``, ``W + 1``), so block boundaries fall at, before an
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from fuzz.ops import Case
-from fuzz.targets.base import HarnessFault, RunStats
+from fuzz.targets.base import HarnessFault
 from fuzz.targets.engines import streams as S
-from fuzz.targets.engines.base import EngineTarget
+from fuzz.targets.engines.base import CountsLaunches, EngineTarget
 from impl.engines.triton_env import DTYPES, NOT_DRIVEN  # noqa: F401 - the targets' dtypes, and bf16's reason
 
 #: Tolerances per payload dtype against the float64 reference of the dtype-rounded payload: fp32 kernels
@@ -176,15 +175,14 @@ def tensor(x: np.ndarray, dtype: str):
     return torch.tensor(np.ascontiguousarray(x), dtype=getattr(torch, dtype))
 
 
-class KernelTarget(EngineTarget):
+class KernelTarget(CountsLaunches, EngineTarget):
     """What every ``triton:*`` target is besides its kernel: a model-kind engine target of at most ``window_max``
     and ``max_tokens`` (each launch costs seconds), fp32 and fp16 held to :data:`TOLERANCE`, and its versions
     naming the window glue it drove or restated."""
 
     kind = "model"
-    #: Kernel launches made by this object (each ``_launch`` adds one); :meth:`run` puts a case's share and its
-    #: seconds in its stats, which the campaign report turns into calls/s (``kernel calls:`` line, JSON
-    #: ``kernel_calls_per_s``; scripts/kernel_rate.py measures the same over the window tours alone).
+    #: Kernel launches made by this object (each launch adds one; calls/s in the report: :class:`CountsLaunches`;
+    #: scripts/kernel_rate.py measures the same over the window tours alone).
     launches = 0
     window_max = 40
     max_tokens = 128
@@ -192,14 +190,6 @@ class KernelTarget(EngineTarget):
 
     def tolerances(self) -> dict[str, dict[str, float]]:
         return {f"attention {d}": {"atol": a, "rtol": r} for d, (a, r) in TOLERANCE.items()}
-
-    def run(self, case: Case) -> RunStats:
-        """The case as every engine target runs it, with the kernel launches it made and its seconds in the stats
-        (a case that raised made launches too; they are not counted: its stats never reach the report)."""
-        before, began = self.launches, time.perf_counter()
-        stats = super().run(case)
-        stats.calls, stats.call_seconds = self.launches - before, time.perf_counter() - began
-        return stats
 
     def kernel_versions(self, glue: str) -> dict[str, str]:
         from importlib import metadata
