@@ -7,10 +7,10 @@
 # Triton's interpreter (TRITON_INTERPRET=1, CUDA_VISIBLE_DEVICES=""). In the default venv (make test) these tests
 # skip with the install line.
 #
-# Usage: scripts/ci_triton.sh
+# Usage: scripts/ci_triton.sh   (VENV=PATH builds or reuses that venv instead of .venv-triton)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV=.venv-triton
+VENV="${VENV:-.venv-triton}"
 if [ ! -x "$VENV/bin/python" ]; then python3 -m venv "$VENV"; fi
 "$VENV/bin/pip" install -q torch==2.13.0
 "$VENV/bin/pip" install -q -e '.[dev,triton-vllm,triton-sglang]'
