@@ -171,7 +171,9 @@ class GpuKernelTarget(P.KernelTarget):
 
         self.launches += 1
         lay = P.layout(seqs, block, seed)
-        indptr, indices, last = (torch.from_numpy(x).cuda() for x in pages(lay, seqs))
+        # plan() reads the indptrs and last page lengths on the host (it copies them to the device itself)
+        indptr, indices, last = (torch.from_numpy(x) for x in pages(lay, seqs))
+        indices = indices.cuda()
         q = self._cuda(lay.q, dtype)
         kc, vc = self._cuda(lay.k_cache, dtype), self._cuda(lay.v_cache, dtype)
         scale = float(lay.q.shape[2]) ** -0.5
@@ -181,7 +183,7 @@ class GpuKernelTarget(P.KernelTarget):
             if decode:
                 out = self.G.fi_decode(q, kc, vc, indptr, indices, last, w, scale)
             else:
-                out = self.G.fi_prefill(q, kc, vc, torch.from_numpy(lay.cu_seqlens_q).cuda(), indptr, indices, last,
+                out = self.G.fi_prefill(q, kc, vc, torch.from_numpy(lay.cu_seqlens_q), indptr, indices, last,
                                         w, scale)
         self._check(f"{'decode' if decode else 'prefill'} B={block}", seqs, out, lay.cu_seqlens_q, dtype)
 
