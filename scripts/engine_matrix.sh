@@ -6,8 +6,9 @@
 # requirements with {release}), DEFAULT_RELEASES, TEST_GLOB, TARGET_PREFIX, optional LABEL, PRE_INSTALL (a
 # shell command run inside the release venv first, e.g. CMAKE_ARGS for a source build), RELEASE_PINS
 # ("RELEASE=REQ[,REQ...] ...": requirements installed beside that release only, e.g. the mlx[cpu] its metadata asks
-# for; each NAME[extra]==VERSION of them is checked after the build, like DIST) and FINDINGS (the Python modules
-# of the engine's findings tables, for scripts/engine_compat.py).
+# for; each NAME[extra]==VERSION of them is checked after the build, like DIST), FINDINGS (the Python modules
+# of the engine's findings tables, for scripts/engine_compat.py) and RUN_ENV ("VAR=VALUE ..." exported for the tests
+# and campaigns, e.g. the Triton interpreter's TRITON_INTERPRET=1).
 #
 # Each venv (.venv-ENGINE-RELEASE/) holds only what PIP_SPEC installs beyond the dev venv; a .pth file appends
 # the dev venv's site-packages (numpy, torch, hypothesis, pytest, ...) and the repository root to sys.path after
@@ -34,6 +35,7 @@ fi
 shift
 PRE_INSTALL=""
 RELEASE_PINS=""
+RUN_ENV=""
 LABEL="$ENGINE"
 # shellcheck disable=SC1090
 source "scripts/engines/$ENGINE.env"
@@ -55,6 +57,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 PYTEST_EXTRA=("$@")
+# shellcheck disable=SC2086
+[ -n "$RUN_ENV" ] && export $RUN_ENV
 [ -x "$DEV_VENV/bin/python" ] || { echo "engine_matrix: no dev venv at $DEV_VENV; run 'make setup' first" >&2; exit 2; }
 MATRIX_NAME=engine_matrix
 # shellcheck source=scripts/matrix_newest.sh

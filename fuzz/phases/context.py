@@ -329,6 +329,9 @@ class Campaign:
         res.count_known(stats.known)
         if stats.efficiency:
             res.count_efficiency(stats, case)
+        if stats.calls:
+            res.kernel_calls += stats.calls
+            res.kernel_seconds += stats.call_seconds
         self.known.count(stats.known)
         for fid, outcome in stats.known.items():
             if outcome and fid not in res.known_first:

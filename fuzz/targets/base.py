@@ -237,6 +237,10 @@ class RunStats:
     #: -> how many times the case made each, and the op index it first did.
     efficiency: dict[str, int] = field(default_factory=dict)
     efficiency_first: dict[str, int] = field(default_factory=dict)
+    #: Kernel targets (``triton:*``, ``gpu:*``): kernel launches the case made and the seconds it took to run
+    #: (what the report's calls/s is made of; a launch costs seconds under Triton's interpreter).
+    calls: int = 0
+    call_seconds: float = 0.0
 
 
 class Target(ABC):

@@ -153,7 +153,7 @@ class IsolatedTarget(Target):
         reply = self._call(("run", None, case))
         tag = reply[0]
         if tag == "ok":
-            return RunStats(reply[1], set(reply[2]), dict(reply[3]), dict(reply[4]), dict(reply[5]))
+            return RunStats(reply[1], set(reply[2]), dict(reply[3]), dict(reply[4]), dict(reply[5]), reply[6], reply[7])
         if tag == "mismatch":
             if reply[4]:  # a paged sequence past the rule's bound: an efficiency finding
                 from fuzz.paged.checks import OverBound

@@ -155,7 +155,8 @@ def run_one(target, case, slot, opts: dict[str, Any], custom_accepts: bool) -> t
             if why is not None:
                 return ("reject", why)
         stats = target.run(case)
-        return ("ok", stats.tokens, stats.phases, stats.known, stats.efficiency, stats.efficiency_first)
+        return ("ok", stats.tokens, stats.phases, stats.known, stats.efficiency, stats.efficiency_first, stats.calls,
+                stats.call_seconds)
     except Mismatch as e:
         return ("mismatch", e.index, e.op, e.detail, getattr(e, "efficiency", False))
     except Crash as e:

@@ -79,6 +79,8 @@ MATRIX_NEWEST: dict[str, str] = {
     "mlx-lm": "0.32.2",
     "ctranslate2": "4.8.5",
     "llama-cpp-python": "0.3.36",
+    "vllm": "0.34.0",  # the triton:vllm-* kernels (scripts/engine_matrix.sh triton-vllm)
+    "sglang": "0.5.23",  # the triton:sglang-* kernels (scripts/engine_matrix.sh triton-sglang)
 }
 
 

@@ -37,6 +37,10 @@ BUILTIN: dict[str, tuple[str, bool]] = {
     "hf-gemma2": ("fuzz.targets.hf.models:make_hf_gemma2", True),
     "cuda-ring": ("fuzz.targets.cuda:make_cuda_ring", False),
     "cuda-decoder": ("fuzz.targets.cuda:make_cuda_decoder", False),
+    # CUDA-only attention libraries (DESIGN §6, "GPU kernels without a GPU"; docs/kernels.md): unavailable without a
+    # device, with the reason; scripts/gpu_check.sh runs them where one is lent.
+    "gpu:flash-attn": ("fuzz.targets.engines.gpu_kernels:make_flash_attn", False),
+    "gpu:flashinfer": ("fuzz.targets.engines.gpu_kernels:make_flashinfer", False),
 }
 
 #: prefix -> ("module:function" taking the rest of the string, what the rest names).
@@ -66,7 +70,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "llama:": ("fuzz.targets.engines.llama:make", "gemma2|gemma3, a GGUF written by llama.cpp's converter from a tiny "
                "seeded HF model, driven through llama-cpp-python's low-level API (scripts/ci_engines_heavy.sh)"),
     "triton:": ("fuzz.targets.engines.triton_kernels:make",
-                "vllm-unified|vllm-prefix|sglang-decode|sglang-extend, a serving engine's Triton attention kernel under Triton's interpreter (pip install "
+                "vllm-unified|vllm-prefix|vllm-mla|sglang-decode|sglang-extend, a serving engine's Triton attention kernel under Triton's interpreter (pip install "
                 "'kvwindow[triton-vllm]' / 'kvwindow[triton-sglang]')"),
     "flex:": ("fuzz.targets.engines.flex:make", "eager|compiled|dynamic, torch FlexAttention with a sliding-window "
               "mask_mod and create_block_mask (documents packed per call; compiled: static shapes)"),

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import time
 from abc import abstractmethod
 from typing import Any, Callable, Optional, Sequence
 
@@ -141,6 +142,21 @@ class EngineTarget(KnownFindingsTarget):
         first = (str(error).splitlines() or [""])[0][:300]
         return HarnessFault(self.name, f"adapter error on {self.distribution} {self.release}"
                                        f"{': ' + what if what else ''}: {type(error).__name__}: {first}{where}")
+
+
+class CountsLaunches:
+    """A kernel target (``triton:*``, ``flex:*``, ``gpu:*``) counts its kernel launches (``launches``, one per
+    launch); :meth:`run` puts a case's share and its seconds in the case's stats, which the campaign report turns
+    into calls/s (the summary's ``kernel calls:`` line; JSON ``kernel_calls_per_s``). A case that raised made
+    launches too; they are not counted: its stats never reach the report. Mixed in before the target's class."""
+
+    launches = 0
+
+    def run(self, case: Case) -> RunStats:
+        before, began = self.launches, time.perf_counter()
+        stats = super().run(case)  # type: ignore[misc]
+        stats.calls, stats.call_seconds = self.launches - before, time.perf_counter() - began
+        return stats
 
 
 def close_enough(got: Any, want: Any, atol: float, rtol: float) -> Optional[str]:
