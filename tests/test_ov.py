@@ -92,10 +92,53 @@ def test_converted_model_cases_pass_and_a_wrong_window_is_caught(tmp_path, monke
         pytest.skip(why)
     case = Case.parse(3, "chunk:4 push push chunk:5 push")
     assert target.run(case).tokens == case.tokens
+    from impl.engines import tiny
+
+    wrong = type(target.model(3))(tiny.build(arch, 4))  # the same exporter, W = 4 where the reference says 3
+    target._models[3] = wrong
+    target.strict = True
+    with pytest.raises(Mismatch, match="logits"):
+        target.run(case)
+
+
+def _optimum(arch="mistral"):
+    from impl.engines import ov_models
+
+    kind, why = ov_models.exporter(arch)
+    if kind != "optimum-intel":
+        pytest.skip(f"{why} (scripts/ci_ov.sh --optimum installs optimum-intel 2.2.0 with transformers 4.57)")
+
+
+@pytest.mark.parametrize("arch,window,want", [("mistral", 4, [4, 4]), ("mistral", 37, [37, 37]),
+                                              ("gemma3_text", 3, None)])
+def test_genai_paged_pass_writes_the_window(tmp_path, monkeypatch, arch, window, want):
+    """openvino.genai's SDPA->PagedAttention pass over optimum-intel's stateful export writes ``sliding_window = W``
+    into the PagedAttention op of each sliding layer (the op spec's reading, :func:`impl.engines.ov.sliding_window`)
+    and ``0`` into a full-attention layer."""
+    _optimum(arch)
+    monkeypatch.setenv("KVWINDOW_CACHE_DIR", str(tmp_path))
     from impl.engines import ov_models, tiny
 
-    wrong = ov_models.OvModel(tiny.build(arch, 4))  # W = 4 where the reference says 3
-    target._models[3] = wrong
+    t = tiny.build(arch, window)
+    got = ov_models.paged_window(ov_models.exported(t))
+    if want is None:
+        want = [O.sliding_window(window) if lt == "sliding_attention" else 0 for lt in t.layer_types()]
+    assert got == want
+
+
+def test_stateful_steps_pass_and_a_wrong_window_is_caught(tmp_path, monkeypatch):
+    """``ov:mistral`` on optimum-intel's stateful model: prefill, decode steps and a chunk onto the state agree with
+    the spec reference; the model exported with the window one larger does not."""
+    _optimum()
+    monkeypatch.setenv("KVWINDOW_CACHE_DIR", str(tmp_path))
+    target, why = registry.probe("ov:mistral")
+    assert target is not None, why
+    assert target.paths == ("forward", "batch", "steps")
+    case = Case.parse(3, "chunk:4 push push chunk:5 push")
+    assert target.run(case).tokens == case.tokens
+    from impl.engines import ov_models, tiny
+
+    target._models[3] = ov_models.OptimumModel(tiny.build("mistral", 4))
     target.strict = True
     with pytest.raises(Mismatch, match="logits"):
         target.run(case)

@@ -1,16 +1,17 @@
-"""``ov:<model_type>``: a tiny seeded HF model converted by ``openvino.convert_model`` (:mod:`impl.engines.ov_models`:
-why not optimum-intel) and run on the CPU plugin, every logit row held to the float64 spec-mask reference
+"""``ov:<model_type>``: a tiny seeded HF model exported by optimum-intel (stateful), or by ``openvino.convert_model``
+where optimum-intel does not import (:mod:`impl.engines.ov_models`: which, and why), and run on the CPU plugin, every logit row held to the float64 spec-mask reference
 (:func:`impl.hf.reference.forward` over the same float32 weights), once per stream.
 
 Per stream of a case (tokens from the case's seed, :mod:`fuzz.targets.engines.lm`):
 
 * ``forward`` — the whole stream as one row (logits of every position: prefill up to, at and past ``W``);
 * ``batch`` — the stream and its second row of another length (``lm.Stream.other``), right-padded with an
-  attention mask of zeros: both rows checked (padding must not shift the window of the shorter row).
+  attention mask of zeros: both rows checked (padding must not shift the window of the shorter row);
+* ``steps`` (optimum-intel's stateful model only) — the stream's calls onto the model's state as the ops say:
+  the first call the prefill, ``Push`` a one-token decode step, ``Chunk(n)`` an n-token chunked prefill onto the
+  state; every logit row checked.
 
-Every prefix of the stream is checked at once (a causal forward's row ``t`` is the decode output of position
-``t``); the converted graph has no cache, so decode steps against a cache are not driven here (``ov:paged`` drives
-the paged op). Tolerance as for the other float32 engines: ``|got - ref| <= 2e-4 + 2e-4 * |ref|``.
+A ``convert_model`` graph has no cache, so ``steps`` is not driven there (the target's versions say so). Tolerance as for the other float32 engines: ``|got - ref| <= 2e-4 + 2e-4 * |ref|``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from fuzz.targets.engines.base import EngineCallFailed, EngineTarget
 from fuzz.targets.known import Finding, case_stats
 
 ARCHS = ("mistral", "gemma2", "gemma3_text")
-PATHS = ("forward", "batch")
+PATHS = ("forward", "batch", "steps")
 ATOL = RTOL = 2e-4
 #: Written-up divergences: none found on 2026.4.1.
 FINDINGS: tuple[Finding, ...] = ()
@@ -46,6 +47,10 @@ class OvModelTarget(EngineTarget):
         self.release = ov.release()
         self.arch, self.strict, self.threads = arch, strict, threads
         self.name = self.finding_kind = f"ov:{arch}"
+        from impl.engines import ov_models
+
+        self.exporter, self.exporter_release = ov_models.exporter(arch)
+        self.paths = PATHS if self.exporter == "optimum-intel" else PATHS[:2]
         self._tiny: dict = {}
         self._models: dict = {}
         self.ref = lm.Reference(self._reference)
@@ -57,10 +62,13 @@ class OvModelTarget(EngineTarget):
         import torch
         import transformers
 
-        return {**super().versions(), "transformers": transformers.__version__, "torch": torch.__version__,
-                "exporter": "openvino.convert_model (optimum-intel does not install beside transformers "
-                            f"{transformers.__version__})", "paths": ",".join(PATHS),
-                "not driven": "stateful decode (optimum-intel's export)"}
+        out = {**super().versions(), "transformers": transformers.__version__, "torch": torch.__version__,
+                "exporter": self.exporter if self.exporter != "convert_model" else
+                f"openvino.convert_model ({self.exporter_release})", "paths": ",".join(self.paths),
+                "not driven": "" if self.exporter == "optimum-intel" else "steps (needs optimum-intel's stateful export)"}
+        if self.exporter == "optimum-intel":
+            out["optimum-intel"] = self.exporter_release
+        return out
 
     def tiny_for(self, w: int):
         if w not in self._tiny:
@@ -74,7 +82,8 @@ class OvModelTarget(EngineTarget):
 
             try:
                 with self.setting_up():  # converting (or loading the stored IR) is setup, not an op
-                    self._models[w] = ov_models.OvModel(self.tiny_for(w), self.threads)
+                    cls = ov_models.OptimumModel if self.exporter == "optimum-intel" else ov_models.OvModel
+                    self._models[w] = cls(self.tiny_for(w), self.threads)
             except Exception as e:  # noqa: BLE001 - conversion is setup: the adapter's fault
                 raise self.fault(e, f"converting the tiny {self.arch} model (W={w})") from e
         return self._models[w]
@@ -93,7 +102,7 @@ class OvModelTarget(EngineTarget):
         for s in lm.plan(case, self.tinymod.VOCAB):
             m = self.model(s.window)
             failures = []
-            for path in PATHS:
+            for path in self.paths:
                 try:
                     getattr(self, "_" + path)(m, s)
                 except (Mismatch, Crash, EngineCallFailed) as e:
@@ -118,6 +127,13 @@ class OvModelTarget(EngineTarget):
             got = m.forward([s.tokens, s.other])
         for b, row in enumerate((s.tokens, s.other)):
             self._check(f"[batch row {b} of 2, lengths {s.length}/{len(s.other)}]", s, got[b], row)
+
+    def _steps(self, m, s: lm.Stream) -> None:
+        i, op = s.last
+        sizes = [n for _, _, _, n in s.calls]
+        with self.calling(f"OVModelForCausalLM stateful steps {sizes}", i, op):
+            got = m.steps(s.tokens, sizes)
+        self._check("[stateful steps: prefill, decode, chunks]", s, got, s.tokens)
 
 
 def make(arch: str, *, strict: bool = False) -> OvModelTarget:
