@@ -9,8 +9,8 @@
 # up to 5.0; impl/engines/ov_models.py), then the same tests there: the stateful export, its decode/chunk steps and
 # openvino.genai's SDPA->PagedAttention pass. optimum-intel pulls torchvision, built for another torch: removed.
 #
-# Measured on this 2-core machine (shared): default 111 s (openvino install 23 s, tests 67 s); --optimum see
-# docs/kernels.md.
+# Measured on this 2-core machine (shared): default 111 s (openvino install 23 s, tests 67 s); --optimum 364 s
+# (install 167 s, tests 169 s; measured while two campaigns ran beside it). A second run reuses the venv (stamp).
 #
 # Usage: scripts/ci_ov.sh [--build-only] [--optimum]
 set -euo pipefail
