@@ -74,6 +74,9 @@ FAMILIES: dict[str, tuple[str, str]] = {
                 "'kvwindow[triton-vllm]' / 'kvwindow[triton-sglang]')"),
     "flex:": ("fuzz.targets.engines.flex:make", "eager|compiled|dynamic, torch FlexAttention with a sliding-window "
               "mask_mod and create_block_mask (documents packed per call; compiled: static shapes)"),
+    "ov:": ("fuzz.targets.engines.ov:make", "paged|mistral|gemma2|gemma3_text, OpenVINO's PagedAttention op on the CPU "
+            "plugin (blocks of 32, forced) / a tiny seeded HF model converted by openvino.convert_model "
+            "(pip install 'kvwindow[ov]')"),
     "keras:": ("fuzz.targets.engines.keras:make", "gemma2|gemma3, keras-hub's Gemma 2 / Gemma 3 (tensorflow backend) "
                "converted from a tiny seeded HF checkpoint by keras-hub's own converter (scripts/ci_engines_heavy.sh)"),
 }
@@ -90,6 +93,7 @@ LISTED: dict[str, str] = {
     "keras:": "fuzz.targets.engines.keras:instances",
     "triton:": "fuzz.targets.engines.triton_kernels:instances",
     "flex:": "fuzz.targets.engines.flex:instances",
+    "ov:": "fuzz.targets.engines.ov:instances",
 }
 
 
