@@ -94,6 +94,9 @@ class PagedTarget(Target):
         self.exhausted_error = err if isinstance(err, type) and issubclass(err, BaseException) else None
         self.arrays = callable(getattr(probe, "read_arrays", None)) and callable(getattr(probe, "append_arrays", None))
         self.native = native
+        #: Exceptions that mean the adapter (this project's code, not the cache under test) cannot drive the
+        #: call: a harness fault, never a crash finding. Set for the serving adapters (:func:`_serving`).
+        self.adapter_faults: tuple[type[BaseException], ...] = ()
         close = getattr(probe, "close", None)
         if callable(close):
             close()
@@ -149,7 +152,9 @@ class Run:
         self.stats = RunStats()
         self.stats.efficiency = {}
 
-    def crash(self, i: int, op: Any, e: BaseException) -> Crash:
+    def crash(self, i: int, op: Any, e: BaseException) -> Crash | HarnessFault:
+        if self.t.adapter_faults and isinstance(e, self.t.adapter_faults):
+            return HarnessFault(self.t.name, f"at op #{i}: {e}")
         return crash_from(self.t.name, i, op, e)
 
     def call(self, i: int, op: Any, fn: Callable, *args: Any) -> Any:
@@ -443,7 +448,12 @@ def _serving(name: str) -> PagedTarget:
     close = getattr(probe, "close", None)
     if callable(close):
         close()
-    return PagedTarget(name, factory)
+    target = PagedTarget(name, factory)
+    from impl.engines import EngineUnavailable
+
+    # e.g. a pool past 2**31 distinct payloads (impl.serving._base.TokenIds): the adapter's limit, not the engine's
+    target.adapter_faults = (EngineUnavailable,)
+    return target
 
 
 def make_vllm(rest: str) -> PagedTarget:
