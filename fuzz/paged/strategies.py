@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from fuzz.paged.ops import (MAX_SEQS, Add, Admit, Batch, Chunk, Fork, Free, PagedCase, PagedOp, Preempt, Push,
                             Spec)
+from fuzz.config import NUM_BLOCKS_BOUND
 from pyspec.paged import max_blocks
 
 #: ``(W, B)`` shapes every tour visits: one per boundary class.
@@ -277,7 +278,8 @@ def build(ch, ops: Iterable[str], *, window_max: int = 16, rollback: int = 0, n_
     live_cap = MAX_LIVE if ch.integer(0, 7) else MANY_LIVE
     if live_cap == MANY_LIVE:  # a pool for a quarter to twice the sequences' worst case: pressure at that count
         mb = max_blocks(W + rollback, B)
-        N = ch.integer(max(2, MANY_LIVE * mb // 4), 2 * MANY_LIVE * mb)
+        hi = min(2 * MANY_LIVE * mb, NUM_BLOCKS_BOUND)  # W = 39 over pages of 1 would ask for 4,992 blocks
+        N = ch.integer(min(max(2, MANY_LIVE * mb // 4), hi), hi)
     S = _State(W, B, rollback)
     out: list[PagedOp] = []
 
