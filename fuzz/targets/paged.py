@@ -90,6 +90,12 @@ class PagedTarget(Target):
                                   f"withdraw), got {r!r}")
             else:
                 self.max_rollback = r
+        #: The most tokens one sequence may reach (``max_seq_tokens``, e.g. an adapter's fixed row length): a
+        #: case that goes further is left out with the reason, never run into the adapter's own limit.
+        cap = getattr(probe, "max_seq_tokens", None)
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+            raise TargetError(f"{name}: max_seq_tokens must be an int >= 1, got {cap!r}")
+        self.max_seq_tokens = cap
         err = getattr(probe, "exhausted_error", None)
         self.exhausted_error = err if isinstance(err, type) and issubclass(err, BaseException) else None
         self.arrays = callable(getattr(probe, "read_arrays", None)) and callable(getattr(probe, "append_arrays", None))
@@ -112,8 +118,24 @@ class PagedTarget(Target):
                     f"ops: {has})")
         if self.window_max is not None and case.window > self.window_max:
             return f"window {case.window} exceeds {self.name}'s maximum {self.window_max}"
+        if self.max_seq_tokens is not None:
+            why = self._lengths_fit(case)
+            if why is not None:
+                return why
         if "rollback" in case.needs():
             return self._rollbacks_fit(case)
+        return None
+
+    def _lengths_fit(self, case: PagedCase) -> str | None:
+        """Why a sequence of ``case`` would grow past :attr:`max_seq_tokens`, or ``None``."""
+        from fuzz.paged.strategies import _State
+
+        S, cap = _State(case.window, case.block_size, self.max_rollback), self.max_seq_tokens
+        for i, op in enumerate(case.ops):
+            S.apply(op)
+            if S.hw and max(S.hw.values()) > cap:
+                return (f"op #{i} ({op.text}) takes a sequence to {max(S.hw.values()):,} tokens; {self.name} holds "
+                        f"at most {cap:,} per sequence (max_seq_tokens)")
         return None
 
     def _rollbacks_fit(self, case: PagedCase) -> str | None:
