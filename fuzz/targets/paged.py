@@ -11,7 +11,8 @@ A class declares the optional ops it has by having them — ``fork``, ``admit``,
 and a case that needs another is refused with the reason (:meth:`PagedTarget.accepts`). A class with
 ``rollback`` declares ``max_rollback`` (the most tokens a rollback may withdraw below a sequence's
 high-water mark, docs/paged.md "Rollback"); ``exhausted_error`` names the exception an append that
-finds the pool empty raises (checked where the spec's rule had no room either).
+finds the pool empty raises (checked where the spec's rule had no room either); ``max_seq_tokens`` the most
+tokens one sequence may reach (a case past it is left out with the reason, drawn ones included).
 
 Outcomes (DESIGN §4): a read or an audit that disagrees is a :class:`~fuzz.targets.base.Mismatch`; an
 exception the cache raises on a spec-valid op is a :class:`~fuzz.targets.base.Crash` — except an
@@ -486,3 +487,19 @@ def make_vllm(rest: str) -> PagedTarget:
 def make_sglang(rest: str) -> PagedTarget:
     """``sglang:KIND`` (``swa``): SGLang's sliding-window pool through impl.serving."""
     return _serving("sglang:" + rest)
+
+
+def _adapters(prefix: str) -> list[str]:
+    import impl.serving as serving
+
+    return sorted(n for n in serving.ADAPTERS if n.startswith(prefix))
+
+
+def vllm_instances() -> list[str]:
+    """Every ``vllm:`` target (``--list-targets``, the default campaign where vLLM is installed, the engine matrix)."""
+    return _adapters("vllm:")
+
+
+def sglang_instances() -> list[str]:
+    """Every ``sglang:`` target."""
+    return _adapters("sglang:")

@@ -82,6 +82,9 @@ LISTED: dict[str, str] = {
     "keras:": "fuzz.targets.engines.keras:instances",
     "triton:": "fuzz.targets.engines.triton_kernels:instances",
     "flex:": "fuzz.targets.engines.flex:instances",
+    # the serving engines' block managers (impl.serving.ADAPTERS): available in .venv-serving only
+    "vllm:": "fuzz.targets.paged:vllm_instances",
+    "sglang:": "fuzz.targets.paged:sglang_instances",
 }
 
 
