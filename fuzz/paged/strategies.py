@@ -109,19 +109,22 @@ def edges(W: int, B: int, upto: int) -> list[int]:
 
 
 def scale_tours(*, width: int = 4) -> list[PagedCase]:
-    """The paged boundary cases at production scale, cheapest first (measured on vLLM's block manager, the slowest
-    pool: tenths of a second to 1.5 s each, the last 5 s): for every shape of :data:`SCALE_SHAPES` (pages of 16-257
-    tokens, windows spanning many blocks) chunks of every edge length through one sequence; the windows past 4096 of
-    :data:`HUGE_SHAPES` in a few long chunks; then one long-lived pool of :data:`MANY_LIVE` sequences (W = 65 over
-    pages of 16: five blocks each) holding half the blocks their worst case needs — each appends past its window in
-    rounds, a batch step advances all of them, every other one is freed and the rest go on in the blocks that
-    returned (appends that find the pool empty are refused and must change nothing)."""
+    """The paged boundary cases at production scale, in the order the campaign's share of the budget
+    (:meth:`fuzz.phases.paged.PagedTours.skip`) should reach them: the page of 257 (the first of
+    :data:`SCALE_SHAPES`); one long-lived pool of :data:`MANY_LIVE` sequences (W = 65 over pages of 16: five blocks
+    each; 0.4 s on the C pool, 5 s on vLLM's block manager) holding half the blocks their worst case needs — each
+    appends past its window in rounds, a batch step advances all of them, every other one is freed and the rest go
+    on in the blocks that returned (appends that find the pool empty are refused and must change nothing); the
+    windows past 4096 of :data:`HUGE_SHAPES` in a few long chunks (0.8-0.9 s each on vLLM); then the other shapes
+    of :data:`SCALE_SHAPES` (pages of 16-256 tokens, windows spanning many blocks): chunks of every edge length
+    through one sequence. A 3 s campaign on a Python pool reaches the 64 live sequences (the paged-four-lanes
+    mutant); a 60 s one on vLLM one of the two windows past 4096, a 120 s one every tour."""
     out = []
     for W, B in SCALE_SHAPES:
         mb = max_blocks(W, B)
         body = [Add(0)] + [Chunk(0, m) for m in edges(W, B, 2 * W + 2 * B + 1)] + [Push(0)]
         out.append(PagedCase(W, B, 4 * (mb + 2) + 8, width, tuple(body)))
-    return out + [_huge_window_tour(W, B, width) for W, B in HUGE_SHAPES] + [_many_live_tour(width)]
+    return out[:1] + [_many_live_tour(width)] + [_huge_window_tour(W, B, width) for W, B in HUGE_SHAPES] + out[1:]
 
 
 def _huge_window_tour(W: int, B: int, width: int) -> PagedCase:
