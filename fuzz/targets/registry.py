@@ -94,6 +94,9 @@ LISTED: dict[str, str] = {
     "triton:": "fuzz.targets.engines.triton_kernels:instances",
     "flex:": "fuzz.targets.engines.flex:instances",
     "ov:": "fuzz.targets.engines.ov:instances",
+    # the serving engines' block managers (impl.serving.ADAPTERS): available in .venv-serving only
+    "vllm:": "fuzz.targets.paged:vllm_instances",
+    "sglang:": "fuzz.targets.paged:sglang_instances",
 }
 
 
