@@ -16,6 +16,7 @@ from typing import Iterable
 
 from hypothesis import strategies as st
 
+from fuzz.config import NUM_BLOCKS_BOUND
 from fuzz.paged.ops import (MAX_SEQS, Add, Admit, Batch, Chunk, Fork, Free, PagedCase, PagedOp, Preempt, Push,
                             Spec)
 from pyspec.paged import max_blocks
@@ -279,7 +280,8 @@ def build(ch, ops: Iterable[str], *, window_max: int = 16, rollback: int = 0, n_
     live_cap = MAX_LIVE if ch.integer(0, 7) else MANY_LIVE
     if live_cap == MANY_LIVE:  # a pool for a quarter to twice the sequences' worst case: pressure at that count
         mb = max_blocks(W + rollback, B)
-        N = ch.integer(max(2, MANY_LIVE * mb // 4), 2 * MANY_LIVE * mb)
+        hi = min(2 * MANY_LIVE * mb, NUM_BLOCKS_BOUND)  # (a window of 33 over pages of 1 would ask for 4 224)
+        N = ch.integer(min(max(2, MANY_LIVE * mb // 4), hi), hi)
     S = _State(W, B, rollback)
     out: list[PagedOp] = []
 
