@@ -122,3 +122,14 @@ def test_many_live_pools_stay_within_the_block_bound_at_the_default_window_max()
     assert (worst.window, worst.block_size) == (39, 1) and worst.num_blocks <= NUM_BLOCKS_BOUND
     for k in range(1500):
         assert build(_Seeded(k), ("admit",), window_max=65_537, n_ops=5).num_blocks <= NUM_BLOCKS_BOUND
+
+
+def test_a_pressed_pool_of_64_over_a_window_of_pages_of_1_stays_within_the_block_bound():
+    """Seed 668 draws 64 live sequences over a window of 55 over pages of 1 (worst case 55 blocks each): the pool for
+    up to twice that (7 040) passed NUM_BLOCKS_BOUND (4 096) and the campaign stopped with a harness fault."""
+    from fuzz.config import NUM_BLOCKS_BOUND
+
+    c = build(_Seeded(668), ALL, window_max=65_537, n_ops=3)
+    assert c.block_size == 1 and 64 * max_blocks(c.window, 1) // 4 <= c.num_blocks <= NUM_BLOCKS_BOUND, c
+    for s in range(1500):
+        assert build(_Seeded(s), ALL, window_max=65_537, n_ops=2).num_blocks <= NUM_BLOCKS_BOUND

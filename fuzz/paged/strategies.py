@@ -116,13 +116,15 @@ def scale_tours(*, width: int = 4) -> list[PagedCase]:
     appends past its window in rounds, a batch step advances all of them, every other one is freed and the rest go
     on in the blocks that returned (appends that find the pool empty are refused and must change nothing); the
     windows past 4096 of :data:`HUGE_SHAPES` in a few long chunks (0.8-0.9 s each on vLLM); then the other shapes
-    of :data:`SCALE_SHAPES` (pages of 16-256 tokens, windows spanning many blocks): chunks of every edge length
-    through one sequence. A 3 s campaign on a Python pool reaches the 64 live sequences (the paged-four-lanes
+    of :data:`SCALE_SHAPES` (pages of 16-257 tokens, windows spanning many blocks): chunks of every edge length
+    through one sequence, then a second one stepping one token at a time across its first page's last slot (the
+    chunks can jump past the reads that see it: a slot kept in 8 bits shows only there). A 3 s campaign on a Python pool reaches the 64 live sequences (the paged-four-lanes
     mutant); a 60 s one on vLLM one of the two windows past 4096, a 120 s one every tour."""
     out = []
     for W, B in SCALE_SHAPES:
         mb = max_blocks(W, B)
         body = [Add(0)] + [Chunk(0, m) for m in edges(W, B, 2 * W + 2 * B + 1)] + [Push(0)]
+        body += [Add(1), Chunk(1, B - 1), Push(1), Push(1)]
         out.append(PagedCase(W, B, 4 * (mb + 2) + 8, width, tuple(body)))
     return out[:1] + [_many_live_tour(width)] + [_huge_window_tour(W, B, width) for W, B in HUGE_SHAPES] + out[1:]
 
