@@ -111,3 +111,30 @@ def test_a_campaign_never_saves_a_harness_fault_as_a_seed(monkeypatch, tmp_path)
     res = fuzz_target(HFCacheTarget("dynamic"), CampaignConfig(seconds=10, campaign_seed=0, seeds_dir=str(tmp_path)))
     assert not res.failures and res.faults and "adapter error" in res.faults[0]
     assert not list(tmp_path.iterdir())
+
+
+def test_a_library_frame_inside_an_in_repo_venv_is_not_the_repositorys(tmp_path):
+    """fuzz.targets.known.raised_inside: ``make`` puts ``.venv/`` inside the repository, so torch's frames live under
+    the repository root; they are an installed library's, passed over like any other. Before, inductor's
+    CppCompileError raised in torch under transformers' flex call counted as the adapter's (a harness fault, not
+    the crash finding hf-flex-attention-sliding-compile) whenever the venv was in the checkout, as in CI."""
+    from fuzz.targets.known import raised_inside
+
+    repo = str(tmp_path / "repo")
+    pkg = f"{repo}/.venv/lib/python3.11/site-packages/transformers"
+    torch_file = f"{repo}/.venv/lib/python3.11/site-packages/torch/_inductor/x.py"
+
+    def frame(path, body):
+        ns = {}
+        exec(compile(f"def f(g):\n    {body}\n", path, "exec"), ns)
+        return ns["f"]
+
+    inner = frame(torch_file, "raise RuntimeError('CppCompileError')")
+    middle = frame(f"{pkg}/integrations/flex_attention.py", "return g(None)")
+    adapter = frame(f"{repo}/impl/hf/families.py", "return g(lambda _: inner(None))")
+    with pytest.raises(RuntimeError) as e:
+        adapter(lambda h: middle(lambda _: inner(None)))
+    assert raised_inside(e.value, pkg, repo)  # torch's frame passed over: transformers raised it
+    with pytest.raises(RuntimeError) as e:
+        adapter(lambda h: inner(None))  # the adapter called torch directly: its own fault
+    assert not raised_inside(e.value, pkg, repo)

@@ -180,7 +180,9 @@ def raised_inside(error: BaseException, package_root: str, repo_root: str) -> bo
     """Did the code under ``package_root`` raise ``error`` (rather than this repository's, under
     ``repo_root``)? The innermost frame of its traceback that is in either decides (torch, numpy and
     the standard library in between are passed over); an exception with neither in its traceback is
-    the adapter's (it was raised at a call site the adapter built)."""
+    the adapter's (it was raised at a call site the adapter built). Installed packages are never this
+    repository's code, even when the venv lives inside it (``make`` puts ``.venv/`` there): a torch frame under
+    ``<repo>/.venv/lib/.../site-packages`` is passed over like any other library's."""
     frames = []
     tb = error.__traceback__
     while tb is not None:
@@ -189,9 +191,14 @@ def raised_inside(error: BaseException, package_root: str, repo_root: str) -> bo
     for path in reversed(frames):
         if path.startswith(package_root + os.sep):
             return True
-        if path.startswith(repo_root + os.sep):
+        if path.startswith(repo_root + os.sep) and not _installed(path):
             return False
     return False
+
+
+def _installed(path: str) -> bool:
+    parts = path.split(os.sep)
+    return "site-packages" in parts or "dist-packages" in parts
 
 
 def repo_root() -> str:
