@@ -1,7 +1,8 @@
 """The campaign of one target: a short driver over the phases of :mod:`fuzz.phases`.
 
-Order (``fuzz.phases.ORDER``): the one-off phases first — the boundary tours and the error tour
-(cheap, aimed), the long tour (only when the rate the tours showed says it ends in time), the bulk
+Order (``fuzz.phases.ORDER``): the target's crashes at its availability probe first (outcomes already seen, not
+run again: :meth:`fuzz.phases.context.Campaign.probe_crashes`), then the one-off phases — the boundary tours and
+the error tour (cheap, aimed), the long tour (only when the rate the tours showed says it ends in time), the bulk
 phase — then batches of generated and multi-instance cases by their budget shares until the time
 or ``max_examples`` runs out or a stop is requested (``--stop-on-first``: or a finding is saved).
 
@@ -86,6 +87,8 @@ def fuzz_target(
             del live[p.name]
         else:
             camp.phase_record(p.name)
+    if once:  # what the target's probes already saw die (DESIGN §4): outcomes before any case runs
+        camp.probe_crashes()
     try:
         # The one-off phases first, whatever max_examples says (it counts drawn cases; the bulk phase runs
         # even when the time is spent: it is a fraction of a second); the time budget and stop requests

@@ -111,6 +111,8 @@ def known_lines(results: list[TargetResult]) -> list[str]:
             left = f", {f['left']:,} more left out before running" if f["left"] else ""
             out.append(f"known finding {fid} reproduced on {release} by {', '.join(f['rep'])} "
                        f"({_cases(f['cases'])}{left}): {doc}; upstream: {upstream}")
+            if link.get("probe_replay"):  # one of the cases was the availability probe's (Campaign.probe_crashes)
+                out.append(f"  died at the availability probe; to replay its case: {link['probe_replay']}")
         if f["not"]:
             out.append(f"finding {fid} not reproduced on {release} by {', '.join(f['not'])} "
                        f"({_cases(f['passed'])} that hit it passed): {doc}")
@@ -284,6 +286,8 @@ def summary(console: Console, results: list[TargetResult], title: str = "kvwindo
         if r.bulk_tokens:
             console.print(f"bulk phase: {r.name}: {r.bulk_tokens:,} tokens through ringkv_trace, every step "
                           f"checked, in {r.bulk_seconds:.2f} s (not counted in tokens)", markup=False)
+    for line in kernel_lines(results):
+        console.print(line, markup=False)
     for r in results:
         for f in r.faults:
             console.print(f"HARNESS FAULT {r.name}: {f}", markup=False)
@@ -295,6 +299,13 @@ def summary(console: Console, results: list[TargetResult], title: str = "kvwindo
     not_run = [n for n in names if n not in by_name]
     if not_run:
         console.print(f"not run: {', '.join(not_run)}", markup=False)
+
+
+def kernel_lines(results: list[TargetResult]) -> list[str]:
+    """One line per kernel target (``triton:*``, ``gpu:*``): its kernel launches and calls/s over the cases that ran
+    to the end (a launch costs seconds under Triton's interpreter: what a campaign's budget buys)."""
+    return [f"kernel calls: {r.name}: {r.kernel_calls:,} launches in {r.kernel_seconds:.1f} s of cases: "
+            f"{r.kernel_calls_per_s:.2f} calls/s" for r in results if r.kernel_calls]
 
 
 def slow_line(x: dict) -> str:

@@ -243,6 +243,14 @@ class TargetResult:
     #: Cases of an isolated target that ran past the op limit once and ended when run again alone with a
     #: longer one: slow, not a finding (never a seed, never exit 1; :mod:`fuzz.targets.supervisor`).
     slow: list[dict[str, Any]] = field(default_factory=list)
+    #: Kernel targets: kernel launches made by the cases that ran to the end, and those cases' seconds
+    #: (:attr:`~fuzz.targets.base.RunStats.calls`): the report's calls/s.
+    kernel_calls: int = 0
+    kernel_seconds: float = 0.0
+
+    @property
+    def kernel_calls_per_s(self) -> float:
+        return self.kernel_calls / self.kernel_seconds if self.kernel_seconds else 0.0
 
     def count_efficiency(self, stats: Any, case: Any) -> None:
         """Add one case's efficiency observations (:attr:`~fuzz.targets.base.RunStats.efficiency`), keeping the
@@ -294,6 +302,9 @@ class TargetResult:
             "efficiency": dict(self.efficiency),
             "efficiency_samples": {k: dict(v) for k, v in self.efficiency_samples.items()},
             "slow": [dict(x) for x in self.slow],
+            "kernel_calls": self.kernel_calls,
+            "kernel_seconds": round(self.kernel_seconds, 3),
+            "kernel_calls_per_s": round(self.kernel_calls_per_s, 3),
         }
 
     @classmethod
@@ -316,7 +327,8 @@ class TargetResult:
                    known_first={k: dict(v) for k, v in d.get("known_first", {}).items()},
                    efficiency=dict(d.get("efficiency", {})),
                    efficiency_samples={k: dict(v) for k, v in d.get("efficiency_samples", {}).items()},
-                   slow=[dict(x) for x in d.get("slow", [])])
+                   slow=[dict(x) for x in d.get("slow", [])],
+                   kernel_calls=d.get("kernel_calls", 0), kernel_seconds=d.get("kernel_seconds", 0.0))
 
 
 #: Which status of a phase wins when two runs of it are combined (a phase that ran in one worker ran).
@@ -361,6 +373,8 @@ def merge(name: str, parts: list[TargetResult]) -> TargetResult:
         m.tokens += p.tokens
         m.bulk_tokens += p.bulk_tokens
         m.bulk_seconds += p.bulk_seconds
+        m.kernel_calls += p.kernel_calls
+        m.kernel_seconds += p.kernel_seconds
         m.tolerances.update(p.tolerances)
         for k, v in p.phases.items():
             m.phases[k] = m.phases.get(k, 0) + v

@@ -107,7 +107,7 @@ def collect(engine: str, reports: Path, releases: list[str]) -> tuple[list[str],
                 results[r.get("target") or r.get("name")] = r
                 seen_versions.update(r.get("versions") or {})  # every target's (mlx's version is the op targets')
             if seen_versions:
-                versions[rel] = ", ".join(f"{k} {v}" for k, v in sorted(seen_versions.items()) if k != "numpy")
+                versions[rel] = ", ".join(f"{k} {v}" for k, v in sorted(seen_versions.items()) if k not in ("numpy", "window glue"))
         cells = [tests]
         for t in targets:
             cells.append(engine_cell(results.get(t), listed[rel].get(t, "not listed"), f"fuzz-{rel}.log")

@@ -6,8 +6,12 @@
 # requirements with {release}), DEFAULT_RELEASES, TEST_GLOB, TARGET_PREFIX, optional LABEL, PRE_INSTALL (a
 # shell command run inside the release venv first, e.g. CMAKE_ARGS for a source build), RELEASE_PINS
 # ("RELEASE=REQ[,REQ...] ...": requirements installed beside that release only, e.g. the mlx[cpu] its metadata asks
-# for; each NAME[extra]==VERSION of them is checked after the build, like DIST) and FINDINGS (the Python modules
-# of the engine's findings tables, for scripts/engine_compat.py).
+# for; each NAME[extra]==VERSION of them is checked after the build, like DIST), FINDINGS (the Python modules
+# of the engine's findings tables, for scripts/engine_compat.py), RUN_ENV ("VAR=VALUE ..." exported for the tests
+# and campaigns, e.g. the Triton interpreter's TRITON_INTERPRET=1) and BUILD_CMD (a command that builds the venv itself,
+# with {release} and {venv} substituted, in place of PIP_SPEC's install: vllm.env, whose block managers need the
+# --no-deps install of scripts/install_serving_cores.sh; the command is idempotent on its own, and the venv is
+# neither deleted first nor given the dev venv's site-packages).
 #
 # Each venv (.venv-ENGINE-RELEASE/) holds only what PIP_SPEC installs beyond the dev venv; a .pth file appends
 # the dev venv's site-packages (numpy, torch, hypothesis, pytest, ...) and the repository root to sys.path after
@@ -34,6 +38,8 @@ fi
 shift
 PRE_INSTALL=""
 RELEASE_PINS=""
+RUN_ENV=""
+BUILD_CMD=""
 LABEL="$ENGINE"
 # shellcheck disable=SC1090
 source "scripts/engines/$ENGINE.env"
@@ -55,6 +61,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 PYTEST_EXTRA=("$@")
+# shellcheck disable=SC2086
+[ -n "$RUN_ENV" ] && export $RUN_ENV
 [ -x "$DEV_VENV/bin/python" ] || { echo "engine_matrix: no dev venv at $DEV_VENV; run 'make setup' first" >&2; exit 2; }
 MATRIX_NAME=engine_matrix
 # shellcheck source=scripts/matrix_newest.sh
@@ -66,18 +74,22 @@ mkdir -p "$OUT"
 
 build() {  # build .venv-$ENGINE-$1 unless its stamp is current
   local rel="$1" venv=".venv-$ENGINE-$1"
-  local stamp="$venv/.kvwindow-engine-matrix"
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$KEY" ]; then return 0; fi
-  rm -rf "$venv"
-  "$DEV_VENV/bin/python" -m venv --without-pip "$venv"
-  printf '%s\n%s\n' "$SHARED" "$PWD" > "$venv/lib/$PYVER/site-packages/zz_kvwindow_shared.pth"
-  if [ -n "$PRE_INSTALL" ]; then (source "$venv/bin/activate" && eval "$PRE_INSTALL"); fi
-  local pins
+  local stamp="$venv/.kvwindow-engine-matrix" pins
   pins="$(pins_of "$rel")"
-  set -f  # requirements like mlx[cpu]==X are words, not globs
-  # shellcheck disable=SC2086
-  "$DEV_VENV/bin/python" -m pip --python "$venv/bin/python" install -q ${PIP_SPEC//\{release\}/$rel} $pins
-  set +f
+  if [ -n "$BUILD_CMD" ]; then  # the engine's own build (idempotent): run it every time, it says when it is current
+    local cmd="${BUILD_CMD//\{release\}/$rel}"
+    (eval "${cmd//\{venv\}/$venv}") || return 1
+  else
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$KEY" ]; then return 0; fi
+    rm -rf "$venv"
+    "$DEV_VENV/bin/python" -m venv --without-pip "$venv"
+    printf '%s\n%s\n' "$SHARED" "$PWD" > "$venv/lib/$PYVER/site-packages/zz_kvwindow_shared.pth"
+    if [ -n "$PRE_INSTALL" ]; then (source "$venv/bin/activate" && eval "$PRE_INSTALL"); fi
+    set -f  # requirements like mlx[cpu]==X are words, not globs
+    # shellcheck disable=SC2086
+    "$DEV_VENV/bin/python" -m pip --python "$venv/bin/python" install -q ${PIP_SPEC//\{release\}/$rel} $pins
+    set +f
+  fi
   "$venv/bin/python" -c "import importlib.metadata as md, re, sys; v = md.version('$DIST'); \
 sys.exit(0 if v == '$rel' else f'$DIST {v} found, wanted $rel'); \
 bad = [f'{n} {md.version(n)} found, wanted {w}' for n, w in re.findall(r'([A-Za-z0-9_.-]+)(?:\[[^]]*\])?==(\S+)', '$pins') \
@@ -92,7 +104,7 @@ pins_of() {  # the RELEASE_PINS requirements of release $1 (space-separated), or
     if [ "${entry%%=*}" = "$1" ]; then echo "${entry#*=}" | tr ',' ' '; return 0; fi
   done
 }
-KEY="$(declare -f build pins_of | sha256sum | cut -c1-16) $SHARED $PIP_SPEC $PRE_INSTALL $RELEASE_PINS"
+KEY="$(declare -f build pins_of | sha256sum | cut -c1-16) $SHARED $PIP_SPEC $PRE_INSTALL $RELEASE_PINS $BUILD_CMD"
 
 status=0
 start_all=$(date +%s)

@@ -6,6 +6,10 @@
 #   3b. the paged gather / decode kernels (issue 22): build csrc/build/libpagedkv_cuda.so, then
 #       tests/test_paged_c_gpu.py (against the C pool and the index mirror) and the compile check,
 #   4. a short GPU campaign: kvwindow fuzz --target cuda-ring --target cuda-decoder --time 30,
+#   4b. the CUDA attention libraries' sliding-window kernels: gpu:flash-attn, gpu:flashinfer (docs/kernels.md; 20 s
+#       each where the package is installed — nothing can be installed on a lent machine, so a target whose package
+#       is missing prints its unavailable reason and exits 2, which is reported, not failed) and, where .venv-triton
+#       exists, the triton:* kernel targets natively (15 s each),
 #   5. the decode-attention benchmark (B=64, W=4096, 8 KV heads, 32 query heads, D=128, bf16):
 #      achieved bandwidth vs the device's peak, side by side with torch SDPA.
 # Exit status: nonzero if the build, a test, the campaign or the benchmark's correctness check
@@ -76,6 +80,22 @@ mkdir -p bench-out
 step "GPU campaign (30 s)"
 timeout 100 .venv/bin/kvwindow fuzz --target cuda-ring --target cuda-decoder --time 30 \
   --report bench-out/cuda_campaign.json || fail "GPU campaign"
+
+step "CUDA attention libraries and Triton kernels natively (gpu:*, triton:*)"
+kernel_campaign() {  # PYTHON TARGET SECONDS: exit 2 (unavailable here, the reason printed) is reported, not failed
+  local rc
+  timeout $(( $3 + 120 )) "$1" -m fuzz.cli fuzz --target "$2" --time "$3" --accept-known --plain \
+    --report "bench-out/${2//:/_}.json" 2>&1 | grep -E "^(kernel calls|known|finding|FAILED|HARNESS|kvwindow: error)" ; rc=${PIPESTATUS[0]}
+  case $rc in 0) echo "$2: clean" ;; 2) echo "$2: unavailable here (reason above)" ;; *) fail "$2 campaign (exit $rc)" ;; esac
+}
+for t in gpu:flash-attn gpu:flashinfer; do kernel_campaign "$PY" "$t" 20; done
+if [ -x .venv-triton/bin/python ]; then
+  for t in triton:vllm-unified triton:vllm-prefix triton:vllm-mla triton:sglang-decode triton:sglang-extend; do
+    kernel_campaign .venv-triton/bin/python "$t" 15
+  done
+else
+  echo "triton:* natively: skipped (.venv-triton missing: scripts/ci_triton.sh builds it)"
+fi
 
 step "decode-attention benchmark"
 mkdir -p bench-out

@@ -84,7 +84,9 @@ def test_open_findings_reproduce_on_the_tables_newest_and_closed_ones_were_seen_
     releases = sorted(ROWS, key=ct.version_key)
     for fid in dict.fromkeys(f.id for f in findings.FINDINGS):
         rows = [f for f in findings.FINDINGS if f.id == fid]
-        cols = {findings.target_name(k) for f in rows for k in f.kinds}
+        cols = {findings.target_name(k) for f in rows for k in f.kinds} & set(ct.columns())
+        if not cols:  # no column of the table runs it (hf:mistral@flex_attention, hf-cb:*): their notes say what ran
+            continue
         cited = lambda rel: any(f"[{fid}]" in ROWS[rel].get(c, "") for c in cols)  # noqa: E731
         if any(known.is_open(s) for f in rows for s in f.releases):
             assert cited(releases[-1]), f"{fid} is open but the table's newest ({releases[-1]}) does not name it"

@@ -108,3 +108,21 @@ def test_a_row_1_mismatch_names_row_1_and_its_own_positions(monkeypatch):
     with pytest.raises(Mismatch, match=rf"op #0 .*left-padded d={short}, batch row 1\] attention output for "
                                        rf"positions 0\.\.{4 - short}:"):
         target.run(case)
+
+
+def test_the_gqa_probe_is_a_case_of_ort_gqa_and_its_death_would_be_ort_gqas_crash(monkeypatch):
+    """The GQA availability probe's call (W = 2, one token on an empty past) is ort:gqa's case ``window 2, push``:
+    it runs here (the probe survived: no probe crash), and a death of that probe recorded on the window is reported
+    by ort:gqa — not by ort:attention, whose calls it does not make (fuzz.targets.probes)."""
+    from fuzz.targets.engines import base
+
+    gqa, why = registry.probe("ort:gqa")
+    assert gqa is not None, why
+    ((what, case),) = gqa.probe_calls().values()
+    assert case == Case.parse(2, "push") and gqa.run(case).tokens == 1 and gqa.probe_crashes() == []
+    monkeypatch.setitem(base.PROBE_CRASHES, "gqa", "Fail: local_window_size rejected")
+    (pc,) = gqa.probe_crashes()
+    assert pc.case == case and "local_window_size rejected" in str(pc.error) and pc.known is None
+    attention, why = registry.probe("ort:attention")
+    if attention is not None:
+        assert attention.probe_crashes() == []

@@ -66,3 +66,49 @@ def test_the_recompile_limit_is_told_apart_from_a_compile_failure():
     except ValueError as e:
         assert flex.recompile_limit_hit(e)
     assert not flex.recompile_limit_hit(RuntimeError("LoweringException: RuntimeError: unbacked_bindings"))
+
+
+class _FailingCompile:
+    """impl.engines.flex as the target calls it, with a compile that fails on the sliding-window mask (and, with
+    ``plain_fails``, on the causal one too) — torch 2.13's CPU code generation failing as it does for transformers'
+    mask (docs/findings/hf-flex-attention-sliding-compile.md), without paying for a real compile."""
+
+    def __init__(self, plain_fails: bool):
+        from impl.engines import flex
+
+        self.real, self.plain_fails, self.calls = flex, plain_fails, []
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def mask_mod(self, w, off, valid):
+        return ("window", w)
+
+    def causal_mod(self, off, valid):
+        return ("causal",)
+
+    def attend(self, mode, q, k, v, mod, block, score_mod=None):
+        self.calls.append(mod[0])
+        if mod[0] == "window" or self.plain_fails:
+            raise RuntimeError("torch._inductor.exc.InductorError: CppCompileError: C++ compile error")
+        return q
+
+
+@pytest.mark.parametrize("mode", ["compiled", "dynamic"])
+@pytest.mark.parametrize("plain_fails", [False, True])
+def test_a_compile_failure_on_the_window_is_a_crash_finding_never_unavailable(mode, plain_fails):
+    """Issue 29 point 3 / DESIGN §4: a compile failure on the sliding-window mask is retried without the window; it
+    is a crash finding naming both outcomes — and one that fails without the window too is a crash as well: the
+    compiled path has no availability probe that could turn either into "unavailable"."""
+    from fuzz.targets.base import Crash, failure_kind
+
+    target, why = registry.probe(f"flex:{mode}")
+    assert target is not None, why  # building it compiles nothing: nothing to call unavailable
+    target.strict = True
+    target.F = fake = _FailingCompile(plain_fails)
+    with pytest.raises(Crash) as e:
+        target.run(Case.parse(3, "chunk:4 push"))
+    assert failure_kind(e.value) == "crash" and e.value.index == 0 and "CppCompileError" in str(e.value)
+    assert fake.calls == ["window", "causal"]
+    assert ("without the window it fails too" if plain_fails else
+            "the same call without the window compiles and runs") in str(e.value)

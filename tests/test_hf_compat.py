@@ -164,3 +164,36 @@ def test_an_adapter_that_cannot_drive_the_release_is_a_harness_fault_naming_rele
     err = capsys.readouterr().err
     assert rc == 3, err
     assert "harness fault: transformers 99.0.0: cache_utils.DynamicSlidingWindowLayer: is missing" in err
+
+
+def test_a_flex_attention_probe_crash_is_a_finding_of_the_flex_target_and_of_no_other(monkeypatch, tmp_path):
+    """fuzz.targets.hf.family.HFFamilyTarget.probe_crashes: the kept death is the target's crash at the probe's
+    stream (W = 3, a prefill of 4, six decode steps: impl.hf.families.Family._try's calls), explained by
+    hf-flex-attention-sliding-compile where it applies (torch 2.13+, transformers 5.24+) and a new crash finding
+    with a seed on a strict target; a target that does not run flex attention has none. The campaign reports it
+    before any case runs (--stop-on-first: and ends there)."""
+    from fuzz.campaign import fuzz_target
+    from fuzz.config import CampaignConfig
+    from fuzz.targets.hf.family import HFFamilyTarget, probe_case
+    from fuzz.targets.known import in_span
+    from impl.hf import families
+
+    if not getattr(families.Family("mistral").cls, "_supports_flex_attn", False):
+        pytest.skip("this release's Mistral declares no flex attention support (4.45: added later)")
+    death = ("a flex attention run died (exit status 1): torch._inductor.exc.InductorError: CppCompileError: C++ "
+             "compile error")
+    monkeypatch.setattr(families, "flex_runs", lambda mt, timeout=600.0, window=True: death if window else None)
+    t = HFFamilyTarget("mistral", attns=["flex_attention"])
+    (pc,) = t.probe_crashes()
+    assert pc.case == probe_case() and [op.tokens for op in pc.case.ops] == list(families.PROBE_CALLS)
+    assert pc.case.window == families.PROBE_WINDOW and "CppCompileError" in str(pc.error)
+    v = t.versions()
+    applies = in_span(v["transformers"], "5.24+") and in_span(v["torch"], "2.13+")
+    assert pc.known == ("hf-flex-attention-sliding-compile" if applies else None)
+    assert HFFamilyTarget("mistral", attns=["eager"]).probe_crashes() == []
+    strict = HFFamilyTarget("mistral", attns=["flex_attention"], strict=True)
+    res = fuzz_target(strict, CampaignConfig(seconds=30, max_examples=5, campaign_seed=0, stop_on_first=True,
+                                             seeds_dir=str(tmp_path)))
+    (f,) = res.failures
+    assert f.kind == "crash" and f.case == probe_case() and res.examples == 0 and f.seed_path and f.replay
+    assert "CppCompileError" in f.error and f.signature.startswith("hf:mistral@flex_attention | crash | ")

@@ -143,3 +143,38 @@ def test_the_findings_table_agrees_with_the_notes():
             f"{note}: release table differs from fuzz/targets/hf/findings.py (scripts/compat_table.py --write)"
     for f in findings.FINDINGS:
         assert f.seen and all(any(findings.in_span(r, s) for s in f.releases) for r in f.seen), f
+
+
+def test_flex_attention_sliding_compile_crash_replays_from_the_probe_case_in_a_fresh_process(tmp_path):
+    """docs/findings/hf-flex-attention-sliding-compile.md, end to end on the installed releases: the probe's case
+    (fuzz.targets.hf.family.probe_case), run on a strict hf:mistral@flex_attention in a fresh process (the probe
+    itself stubbed out: only the case compiles), dies with inductor's CppCompileError at the first decode step —
+    what the seed a probe crash saves replays. A child, because the compile may die natively; ~20-40 s."""
+    import os
+    import subprocess
+    import sys
+
+    from fuzz.targets.hf import findings
+    from impl.hf import compat as hf_compat
+
+    info = hf_compat.info()
+    if not findings.applicable("hf:mistral@flex_attention", info.transformers, info.versions()):
+        pytest.skip(f"hf-flex-attention-sliding-compile does not apply to {info.versions()}")
+    code = (
+        "import warnings; warnings.simplefilter('ignore')\n"
+        "from impl.hf import families\n"
+        "families.flex_runs = lambda *a, **k: None  # the probe: not what is tested here\n"
+        "from fuzz.targets.hf.family import HFFamilyTarget, probe_case\n"
+        "t = HFFamilyTarget('mistral', attns=['flex_attention'], strict=True, modes=['manual'])\n"
+        "try:\n"
+        "    t.run(probe_case())\n"
+        "except Exception as e:\n"
+        "    print('DIED', type(e).__name__, str(e).splitlines()[0][:400])\n"
+        "else:\n"
+        "    print('RAN')\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600, cwd=root)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "DIED Mismatch" in r.stdout and "CppCompileError" in r.stdout, r.stdout + r.stderr[-2000:]
+    assert "after op #1 (push)" in r.stdout and "forward of chunk 1" in r.stdout, r.stdout  # the first decode step

@@ -259,3 +259,126 @@ def test_engine_probes_follow_the_rule_and_keep_their_verdict():
     with pytest.raises(EngineUnavailable, match="not installed"):
         base.probe_once(cache, "fake-missing", missing, plain=lambda: plain_runs.append(1))
     assert plain_runs == [] and "fake-always" not in base.PROBE_CRASHES
+
+
+# -- a probe's death becomes an outcome of the target's campaign (DESIGN §4, issue 27 point 4) ----------------
+
+
+@pytest.fixture
+def fake_probe(monkeypatch):
+    monkeypatch.setitem(registry.BUILTIN, "fakeprobe", ("tests.support.probe_crash:make", False))
+    monkeypatch.setitem(registry.BUILTIN, "fakeprobe-strict", ("tests.support.probe_crash:make_strict", False))
+
+
+def test_a_probe_crash_is_a_crash_finding_with_its_seed_signature_and_a_replay_that_dies_again(tmp_path, capsys,
+                                                                                               fake_probe):
+    """The probe died with the window; the campaign's own cases never die (the kernel compiled from a W = 1 tour
+    first): the probe's death is the campaign's finding all the same — signature, seed (the probe's call), replay
+    command in the summary and the JSON report — and the campaign goes on; the replay, on a fresh target as in a
+    fresh process, dies again."""
+    from fuzz.results import signature
+    from tests.support import probe_crash as P
+
+    rc, out, doc = _fuzz(capsys, tmp_path, "fakeprobe")
+    assert rc == 1 and doc["exit_code"] == 1, out
+    (f,) = doc["failures"]
+    assert f["kind"] == "crash" and "FakeCompileError" in f["error"] and "availability probe" in f["error"]
+    assert f["signature"] == signature("fakeprobe", P.ProbeDies("x").probe_crashes()[0].error, P.PROBE)
+    assert f["signature"].startswith("fakeprobe | crash | ")
+    assert f["case"] == P.PROBE.to_json() and "availability probe" in f["note"]
+    (seed,) = (tmp_path / "s").glob("*.json")
+    assert f["seed_path"] == str(seed) and json.loads(seed.read_text())["window"] == 3
+    assert f["replay"] in out and "FakeCompileError" in out
+    assert doc["targets"][0]["examples"] > 20  # explored on: none of its own cases died
+    rc2 = main(f["replay"].split()[1:])
+    out2 = capsys.readouterr().out
+    assert rc2 == 1 and "FakeCompileError" in out2, out2
+
+
+def test_a_known_probe_crash_is_reproduced_strict_fails_on_it_and_accept_known_passes(tmp_path, capsys, fake_probe,
+                                                                                       monkeypatch):
+    from tests.support import probe_crash as P
+
+    monkeypatch.setattr(findings, "FINDINGS", findings.FINDINGS + (P.FINDING,))
+    rc, out, doc = _fuzz(capsys, tmp_path, "fakeprobe")
+    assert rc == 1 and not doc["failures"], out
+    assert doc["targets"][0]["known_findings"]["fake-probe-compile"]["reproduced"] == 1
+    assert "known finding fake-probe-compile reproduced on transformers 9.9.1" in out
+    replay = doc["targets"][0]["known_links"]["fake-probe-compile"]["probe_replay"]
+    assert f"died at the availability probe; to replay its case: {replay}" in " ".join(out.split())  # unwrapped
+    assert replay == f"kvwindow seeds add --window 3 --ops '{P.PROBE.text}' --seeds-dir DIR && kvwindow replay " \
+                     f"DIR/{P.PROBE.id}.json --target fakeprobe"
+    assert not (tmp_path / "s").exists()  # a known finding reproduced: no seed, as for every known finding
+    rc, out, doc = _fuzz(capsys, tmp_path, "fakeprobe", "--accept-known")
+    assert rc == 0 and not doc["failures"] and "known finding fake-probe-compile reproduced" in out
+    rc, out, doc = _fuzz(capsys, tmp_path, "fakeprobe", "--skip-known")
+    counts = doc["targets"][0]["known_findings"]["fake-probe-compile"]
+    assert rc == 0 and counts["skipped"] >= 1 and counts["reproduced"] == 0, counts  # the probe's death among them
+    # a strict target (how the findings' own tests reproduce them) reports it as a finding with its seed
+    rc, out, doc = _fuzz(capsys, tmp_path, "fakeprobe-strict")
+    assert rc == 1 and [f["kind"] for f in doc["failures"]] == ["crash"] and doc["failures"][0]["seed_path"]
+
+
+def test_stop_on_first_ends_the_campaign_at_the_probe_crash(tmp_path, fake_probe):
+    from tests.support import probe_crash as P
+
+    res = fuzz_target(P.make(), CampaignConfig(seconds=20, max_examples=50, campaign_seed=0, stop_on_first=True,
+                                               seeds_dir=str(tmp_path)))
+    assert [f.kind for f in res.failures] == ["crash"] and res.examples == 0 and res.examples_to_fail == 0
+
+
+def test_a_probe_crash_crosses_into_an_isolated_target():
+    """An isolated target's probes run in its child: their crashes come back with the child's hello."""
+    import pickle
+
+    from fuzz.targets.isolated_child import meta
+    from tests.support import probe_crash as P
+
+    (pc,) = pickle.loads(pickle.dumps(meta(P.make())))["probe_crashes"]
+    assert pc.case == P.PROBE and "FakeCompileError" in str(pc.error) and pc.known is None
+
+
+def test_an_engine_target_reports_the_probe_crashes_of_the_probes_whose_call_it_makes(monkeypatch):
+    from fuzz.targets.engines import base
+
+    class Engine(base.EngineTarget):
+        name = finding_kind = "fake-engine"
+
+        def probe_calls(self):
+            return {"fake-mine": ("the fake op probe", Case(2, (Push(),)))}
+
+        def run_case(self, case):
+            raise AssertionError("not run")
+
+    monkeypatch.setitem(base.PROBE_CRASHES, "fake-mine", "FakeError: kernel died")
+    monkeypatch.setitem(base.PROBE_CRASHES, "fake-other", "FakeError: another op's probe")
+    (pc,) = Engine().probe_crashes()
+    assert pc.case == Case(2, (Push(),)) and pc.known is None
+    assert "the fake op probe died with the sliding window: FakeError: kernel died" in str(pc.error)
+    monkeypatch.delitem(base.PROBE_CRASHES, "fake-mine")
+    assert Engine().probe_crashes() == []
+
+
+def test_the_flex_compile_finding_applies_to_flex_attention_on_torch_2_13_only():
+    """hf-flex-attention-sliding-compile: a row of hf:mistral@flex_attention (not of hf:mistral's eager or sdpa),
+    on transformers 5.24 and later with torch 2.13 and later; it hits the probe's stream and explains its death."""
+    from fuzz.targets.hf.family import probe_case
+    from fuzz.targets.base import Crash
+
+    rows = [f for f in findings.FINDINGS if f.id == "hf-flex-attention-sliding-compile"]
+    assert rows and all(f.kinds == {"hf:mistral@flex_attention"} for f in rows)
+    torch213 = {"transformers": "5.25.0", "torch": "2.13.0+cpu"}
+    assert [f.id for f in findings.applicable("hf:mistral@flex_attention", "5.25.0", torch213)] == \
+        ["hf-flex-attention-sliding-compile"]
+    assert findings.applicable("hf:mistral@flex_attention", "5.25.0", dict(torch213, torch="2.12.1")) == []
+    assert findings.applicable("hf:mistral@flex_attention", "5.23.0", torch213) == []
+    assert "hf-flex-attention-sliding-compile" not in [f.id for f in findings.applicable("hf:mistral", "5.25.0",
+                                                                                         torch213)]
+    (f,) = rows
+    died = Crash("hf:mistral@flex_attention", None, None, "the flex_attention availability probe (...) died with the "
+                 "sliding window: a flex attention run died (exit status 1): torch._inductor.exc.InductorError: "
+                 "CppCompileError: C++ compile error")
+    assert f.explains(probe_case(), died)
+    assert not f.explains(probe_case(), Crash("hf:mistral@flex_attention", None, None, "flex_attention raised "
+                                                                                       "RuntimeError: other"))
+    assert not f.hits(Case(3, (Chunk(2),))) and not f.hits(Case(3, (Push(), Push(), Push(), Push())))

@@ -98,7 +98,7 @@ def test_seeds_of_both_kinds_replay_where_they_fit(tmp_path):
 
 
 def test_the_kill_table_kills_every_paged_mutant():
-    assert len(PAGED_MUTANTS) == 10
+    assert len(PAGED_MUTANTS) == 13
     # In process (the C mutants raise at the audit before any read goes through the entry they broke), so the
     # reduction's candidates need no fresh child each; `kvwindow mutants` runs them isolated.
     cfg = CampaignConfig(seconds=3, campaign_seed=0, save_seeds=False, isolate=False)
@@ -106,7 +106,12 @@ def test_the_kill_table_kills_every_paged_mutant():
     assert {r.name for r in results} == set(PAGED_MUTANTS)
     for r in results:
         assert r.available and r.killed, (r.name, r.reason, r.error)
-        assert r.seconds < 3 and len(r.case.ops) <= 12, (r.name, r.seconds, str(r.case))
+        assert r.seconds < 3 and len(r.case.ops) <= LONGEST_KILL.get(r.name, 12), (r.name, r.seconds, str(r.case))
+
+
+#: Reduced kills that cannot be short: 16 table lanes alias only from a 17th live sequence (17 adds, a push into
+#: the first and one into the 17th).
+LONGEST_KILL = {"paged-c-sixteen-lanes": 19}
 
 
 def test_seeds_cli_takes_paged_cases(tmp_path, capsys):

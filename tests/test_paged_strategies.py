@@ -110,3 +110,26 @@ def test_hypothesis_cases_are_well_formed(c):
 @given(seeded_cases(("fork",), max_ops=100))
 def test_seeded_cases_round_trip(c):
     assert len(c.ops) <= 101 and PagedCase.from_json(c.to_json()) == c and not c.needs() - {"fork"}
+
+
+def test_many_live_pools_stay_within_the_block_bound_at_the_default_window_max():
+    """64 live sequences over pages of 1 token with W = 39 asked for up to 4,992 blocks, past NUM_BLOCKS_BOUND:
+    the strategy raised PagedOpError on ~1 case in 750 of a default campaign (--window-max 65537). Seed
+    1193541424 (``(W, B) = (39, 1)``, many live) was one."""
+    from fuzz.config import NUM_BLOCKS_BOUND
+
+    worst = build(_Seeded(1193541424), ("admit",), window_max=65_537, n_ops=600)
+    assert (worst.window, worst.block_size) == (39, 1) and worst.num_blocks <= NUM_BLOCKS_BOUND
+    for k in range(1500):
+        assert build(_Seeded(k), ("admit",), window_max=65_537, n_ops=5).num_blocks <= NUM_BLOCKS_BOUND
+
+
+def test_a_pressed_pool_of_64_over_a_window_of_pages_of_1_stays_within_the_block_bound():
+    """Seed 668 draws 64 live sequences over a window of 55 over pages of 1 (worst case 55 blocks each): the pool for
+    up to twice that (7 040) passed NUM_BLOCKS_BOUND (4 096) and the campaign stopped with a harness fault."""
+    from fuzz.config import NUM_BLOCKS_BOUND
+
+    c = build(_Seeded(668), ALL, window_max=65_537, n_ops=3)
+    assert c.block_size == 1 and 64 * max_blocks(c.window, 1) // 4 <= c.num_blocks <= NUM_BLOCKS_BOUND, c
+    for s in range(1500):
+        assert build(_Seeded(s), ALL, window_max=65_537, n_ops=2).num_blocks <= NUM_BLOCKS_BOUND

@@ -50,3 +50,42 @@ def test_without_the_engine_the_target_is_unavailable_with_the_reason(name):
         pytest.skip(f"{engine} is installed here: the tests above run it")
     with pytest.raises(TargetError, match="not available here: .*install_serving_cores"):
         registry.resolve(name)
+
+
+@pytest.mark.parametrize("name", ["vllm:swa", "vllm:hybrid", "sglang:swa"])
+def test_the_engines_hold_every_production_scale_tour(name):
+    """Issue 28 at the serving adapters: pages of 257, windows over 4-16 pages, windows of 4096 (256 pages of 16) and
+    4097, 64 live sequences in one pressed pool — each scale tour against the paged oracle, no mismatch or crash (an
+    early exhaustion or a short hit is efficiency, recorded in the stats); a few seconds each on vLLM."""
+    from fuzz.paged.strategies import MANY_LIVE, scale_tours
+
+    _needs(name.split(":")[0])
+    t = registry.resolve(name)
+    tours = scale_tours()
+    assert max(c.window for c in tours) > 4096 and max(c.block_size for c in tours) == 257
+    assert any(len({o.seq for o in c.ops if hasattr(o, "seq")}) == MANY_LIVE for c in tours)
+    ran = []
+    for c in tours:
+        why = t.accepts(c)
+        if why is not None:  # sglang:swa: its ReqToTokenPool rows hold 16,384 positions (max_seq_tokens)
+            assert name == "sglang:swa" and "max_seq_tokens" in why and c.tokens > t.max_seq_tokens, why
+            continue
+        t.run(c)
+        ran.append(c)
+    assert any(c.window > 4096 for c in ran) and any(c.block_size == 257 for c in ran)
+    assert len(ran) == len(tours) or name == "sglang:swa"
+
+
+def test_a_case_past_the_adapters_row_is_left_out_with_the_reason():
+    """SGLang's adapter holds 16,384 positions per sequence (a ReqToTokenPool row): a longer case is refused by
+    accepts() (never run into the adapter's RangeError, a false crash) and the drawn cases leave it out."""
+    from fuzz.paged.ops import Add, Chunk, PagedCase
+
+    _needs("sglang")
+    t = registry.resolve("sglang:swa")
+    assert t.max_seq_tokens == 16_384
+    fits = PagedCase(64, 16, 32, 2, (Add(0), Chunk(0, 16_000), Chunk(0, 384)))
+    past = PagedCase(64, 16, 32, 2, (Add(0), Chunk(0, 16_000), Chunk(0, 385)))
+    assert t.accepts(fits) is None
+    assert "op #2 (s0 chunk:385) takes a sequence to 16,385 tokens" in t.accepts(past)
+    t.run(fits)

@@ -152,12 +152,13 @@ def test_the_leak_phase_saves_a_leak_seed_for_a_c_library(tmp_path):
 
 def test_the_c_pool_holds_pages_of_257_and_64_live_sequences():
     """csrc/pagedkv.c at production scale: every paged scale tour (a page of 257, 64 live sequences in a pool
-    for half their worst case, windows over 4-16 pages) against the paged oracle."""
+    for half their worst case, windows over 4-16 pages, windows of 4096 and 4097) against the paged oracle."""
     from fuzz.paged.strategies import MANY_LIVE, scale_tours
     from fuzz.targets import registry
 
     t = registry.resolve("paged-c")
     tours = scale_tours()
+    assert max(c.window for c in tours) == 4097 and any(c.window == 4096 and c.block_size == 16 for c in tours)
     assert max(c.block_size for c in tours) == 257 and any(len({o.seq for o in c.ops if hasattr(o, "seq")}) ==
                                                            MANY_LIVE for c in tours)
     for c in tours:

@@ -32,8 +32,8 @@ def _target(name):
     return target
 
 
-@pytest.mark.parametrize("name", ["triton:vllm-unified", "triton:vllm-prefix", "triton:sglang-extend",
-                                  "triton:sglang-decode"])
+@pytest.mark.parametrize("name", ["triton:vllm-unified", "triton:vllm-prefix", "triton:vllm-mla",
+                                  "triton:sglang-extend", "triton:sglang-decode"])
 def test_boundary_cases_pass_or_reproduce_a_written_up_finding(name):
     target = _target(name)
     for w, text, dtype in CASES:
@@ -41,6 +41,7 @@ def test_boundary_cases_pass_or_reproduce_a_written_up_finding(name):
         stats = target.run(case)
         assert stats.tokens == case.tokens
         assert all(v is True for v in stats.known.values()), stats.known  # a finding that applies reproduces
+        assert stats.calls >= 1 and stats.call_seconds > 0  # what the report's calls/s is made of
 
 
 def test_vllm_window_is_the_backends_glue():
@@ -106,7 +107,8 @@ def test_unknown_member_is_a_usage_error():
 
 def test_listed():
     names = [n for n, _ in registry.listed_names()]
-    assert {"triton:vllm-unified", "triton:sglang-decode", "triton:sglang-extend"} <= set(names)
+    assert {"triton:vllm-unified", "triton:vllm-prefix", "triton:vllm-mla", "triton:sglang-decode",
+            "triton:sglang-extend"} <= set(names)
 
 
 def test_vllm_prefix_reads_evicted_storage_and_only_that():
@@ -125,3 +127,32 @@ def test_vllm_prefix_reads_evicted_storage_and_only_that():
         assert target.run(case).tokens == case.tokens
     finally:
         P.layout = real
+
+
+def test_vllm_mla_window_is_the_backends_glue():
+    """TritonMLAImpl(sliding_window=W).decode_sliding_window (triton_mla.py:208) is W: decode_attention_fwd keeps
+    each row's last W keys. Driven where the backend module imports; the glue line says which."""
+    target = _target("triton:vllm-mla")
+    from impl.engines import triton_vllm_mla as M
+
+    assert [M.decode_window(w) for w in (1, 4, 4096)] == [1, 4, 4096]
+    assert target.versions()["window glue"].startswith(("driven", "restated"))
+
+
+@pytest.mark.parametrize("shift, match", [(-1, "attention output"), (1, "got nan")])
+def test_vllm_mla_off_by_one_window_is_caught(monkeypatch, shift, match):
+    """A window one narrower than the glue's drops a key the spec keeps; one wider reads an evicted position,
+    which is NaN — in the glue-driven view (forward_mqa) and in the split view alike."""
+    target = _target("triton:vllm-mla")
+    from impl.engines import triton_vllm_mla as M
+
+    real_impl, real_window = M.impl, M.decode_window
+    monkeypatch.setattr(M, "impl", lambda w, *a: real_impl(w + shift, *a))
+    monkeypatch.setattr(M, "decode_window", lambda w, *a: real_window(w, *a) + shift)
+    case = Case.parse(2, "chunk:2 push push")  # op #0 is right with a window one wider
+    with pytest.raises(Mismatch, match=match):
+        target.run(case)
+    monkeypatch.setattr(M, "impl", real_impl)  # the split view alone
+    with pytest.raises(Mismatch, match=match) as e:
+        target.run(case)
+    assert "split" in str(e.value)

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from fuzz.paged.ops import (MAX_SEQS, Add, Admit, Batch, Chunk, Fork, Free, PagedCase, PagedOp, Preempt, Push,
                             Spec)
+from fuzz.config import NUM_BLOCKS_BOUND
 from pyspec.paged import max_blocks
 
 #: ``(W, B)`` shapes every tour visits: one per boundary class.
@@ -26,6 +27,10 @@ TOUR_SHAPES = ((1, 1), (1, 4), (2, 4), (3, 8), (4, 4), (5, 4), (7, 4), (8, 4), (
 #: windows spanning many blocks (4 and 8 pages of 128 plus one token, 16 of 16 plus one, 4 of 256 plus one), cheapest
 #: first.
 SCALE_SHAPES = ((64, 257), (513, 128), (257, 16), (1025, 256), (1024, 128))
+#: ``(W, B)`` of the windows past 4096 the scale tours reach (Mistral's and Gemma 2's 4096, one past it): 16 pages of
+#: 256 plus one token, 256 pages of 16. Lean bodies (:func:`_huge_window_tour`, ~17k tokens) so a Python pool (a
+#: serving engine's block manager, a few thousand tokens/s) runs one in seconds; last, as the most expensive.
+HUGE_SHAPES = ((4097, 256), (4096, 16))
 #: Block sizes the strategy draws three times in four (the boundary classes live here).
 BLOCKS = (1, 2, 3, 4, 8, 16)
 #: Page sizes production engines use (16-256 tokens) with their neighbours: drawn one time in four.
@@ -104,18 +109,34 @@ def edges(W: int, B: int, upto: int) -> list[int]:
 
 
 def scale_tours(*, width: int = 4) -> list[PagedCase]:
-    """The paged boundary cases at production scale, cheapest first (the page of 257 first, then: ) one long-lived pool of :data:`MANY_LIVE`
-    sequences (W = 65 over pages of 16: five blocks each) holding half the blocks their worst case needs — each
+    """The paged boundary cases at production scale, in the order the campaign's share of the budget
+    (:meth:`fuzz.phases.paged.PagedTours.skip`) should reach them: the page of 257 (the first of
+    :data:`SCALE_SHAPES`); one long-lived pool of :data:`MANY_LIVE` sequences (W = 65 over pages of 16: five blocks
+    each; 0.4 s on the C pool, 5 s on vLLM's block manager) holding half the blocks their worst case needs — each
     appends past its window in rounds, a batch step advances all of them, every other one is freed and the rest go
-    on in the blocks that returned (appends that find the pool empty are refused and must change nothing); then for
-    every shape of :data:`SCALE_SHAPES` (pages of 16-257 tokens, windows spanning many blocks) chunks of every
-    edge length through one sequence."""
+    on in the blocks that returned (appends that find the pool empty are refused and must change nothing); the
+    windows past 4096 of :data:`HUGE_SHAPES` in a few long chunks (0.8-0.9 s each on vLLM); then the other shapes
+    of :data:`SCALE_SHAPES` (pages of 16-257 tokens, windows spanning many blocks): chunks of every edge length
+    through one sequence, then a second one stepping one token at a time across its first page's last slot (the
+    chunks can jump past the reads that see it: a slot kept in 8 bits shows only there). A 3 s campaign on a Python pool reaches the 64 live sequences (the paged-four-lanes
+    mutant); a 60 s one on vLLM one of the two windows past 4096, a 120 s one every tour."""
     out = []
     for W, B in SCALE_SHAPES:
         mb = max_blocks(W, B)
         body = [Add(0)] + [Chunk(0, m) for m in edges(W, B, 2 * W + 2 * B + 1)] + [Push(0)]
+        body += [Add(1), Chunk(1, B - 1), Push(1), Push(1)]
         out.append(PagedCase(W, B, 4 * (mb + 2) + 8, width, tuple(body)))
-    return out[:1] + [_many_live_tour(width)] + out[1:]
+    return out[:1] + [_many_live_tour(width)] + [_huge_window_tour(W, B, width) for W, B in HUGE_SHAPES] + out[1:]
+
+
+def _huge_window_tour(W: int, B: int, width: int) -> PagedCase:
+    """A window past 4096 in a few long chunks: one token short of the window, the two pushes across its edge,
+    a page and one more, past the window again; a second sequence filled to twice the window in one chunk (its
+    first pages freed as it goes), a batch over both, a free, a push on the survivor."""
+    mb = max_blocks(W, B)
+    body = [Add(0), Chunk(0, W - 1), Push(0), Push(0), Chunk(0, B + 1), Chunk(0, W + 1), Push(0), Add(1),
+            Chunk(1, 2 * W + 1), Batch((0, 1)), Free(0), Push(1)]
+    return PagedCase(W, B, 4 * (mb + 2) + 8, width, tuple(body))
 
 
 def _many_live_tour(width: int) -> PagedCase:
@@ -277,7 +298,8 @@ def build(ch, ops: Iterable[str], *, window_max: int = 16, rollback: int = 0, n_
     live_cap = MAX_LIVE if ch.integer(0, 7) else MANY_LIVE
     if live_cap == MANY_LIVE:  # a pool for a quarter to twice the sequences' worst case: pressure at that count
         mb = max_blocks(W + rollback, B)
-        N = ch.integer(max(2, MANY_LIVE * mb // 4), 2 * MANY_LIVE * mb)
+        hi = min(2 * MANY_LIVE * mb, NUM_BLOCKS_BOUND)  # W = 39 over pages of 1 would ask for 4,992 blocks
+        N = ch.integer(min(max(2, MANY_LIVE * mb // 4), hi), hi)
     S = _State(W, B, rollback)
     out: list[PagedOp] = []
 

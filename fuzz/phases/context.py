@@ -214,6 +214,43 @@ class Campaign:
             self.explicit.add(self.deferred[sig2].case.id)
             self.settle(self.deferred.pop(sig2))
 
+    def probe_crashes(self) -> None:
+        """Report the target's crashes at its availability probe (:meth:`fuzz.targets.base.Target.probe_crashes`,
+        DESIGN §4) as outcomes of this campaign, before any case runs: one the written-up findings explain is a
+        known finding reproduced (``--skip-known``: skipped); any other is a crash finding with its signature,
+        saved as a seed (the probe's call as a case) like every finding. The probe's case is not run again here:
+        it died already, in the probe's own (child) process."""
+        res = self.res
+        for pc in self.target.probe_crashes():
+            if pc.known is not None:
+                if getattr(self.config, "skip_known", False):
+                    res.count_known({pc.known: None})
+                    continue
+                res.count_known({pc.known: True})
+                self.known.count({pc.known: True})
+                c = pc.case  # a known finding saves no seed: the report says how to replay the probe's case
+                res.known_links.setdefault(pc.known, {})["probe_replay"] = (
+                    f"kvwindow seeds add --window {c.window} --ops '{c.text}' --seeds-dir DIR && "
+                    f"kvwindow replay DIR/{c.id}.json --target {self.target.name}")
+                res.known_first.setdefault(pc.known, {"examples": 0, "seconds": round(self.elapsed(), 4)})
+                continue
+            sig = signature(self.target.name, pc.error, pc.case)
+            seen = self.known.found.get(sig)
+            if seen is not None:  # two probes that died alike: one finding
+                seen.repeats += 1
+                continue
+            if res.examples_to_fail is None:
+                res.examples_to_fail, res.seconds_to_fail, res.tokens_to_fail = 0, round(self.elapsed(), 4), 0
+            fail = Failure(self.target.name, message(pc.error), pc.case, kind=failure_kind(pc.error),
+                           note="died at the availability probe (its own process), which ran the same call without "
+                                "the window; not run again in the campaign", signature=sig)
+            res.failures.append(save_failure(fail, self.config, self.campaign_seed))
+            self.known.record(fail)
+            if self.config.stop_on_first:
+                self.done = True
+                break
+        self.publish()
+
     def _confirm_race(self, case: Case, note: Optional[str]) -> str:
         """A threaded case fails by chance (a race), so before it is saved it is re-run
         (:func:`fuzz.phases.reduce.confirm`) and the count that failed again goes into the finding's note: a case
@@ -292,6 +329,9 @@ class Campaign:
         res.count_known(stats.known)
         if stats.efficiency:
             res.count_efficiency(stats, case)
+        if stats.calls:
+            res.kernel_calls += stats.calls
+            res.kernel_seconds += stats.call_seconds
         self.known.count(stats.known)
         for fid, outcome in stats.known.items():
             if outcome and fid not in res.known_first:

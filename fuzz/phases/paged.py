@@ -96,6 +96,8 @@ class PagedGenerated(HypothesisPhase):
                              rollback=getattr(t, "max_rollback", 0))
         if width is not None:
             strat = strat.map(lambda c: c.replace(width=width))
+        if getattr(t, "max_seq_tokens", None) is not None:  # cases past the target's own limit are left out
+            strat = strat.filter(lambda c: t.accepts(c) is None)
         return strat.map(mark)
 
 

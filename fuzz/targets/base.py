@@ -237,6 +237,10 @@ class RunStats:
     #: -> how many times the case made each, and the op index it first did.
     efficiency: dict[str, int] = field(default_factory=dict)
     efficiency_first: dict[str, int] = field(default_factory=dict)
+    #: Kernel targets (``triton:*``, ``gpu:*``): kernel launches the case made and the seconds it took to run
+    #: (what the report's calls/s is made of; a launch costs seconds under Triton's interpreter).
+    calls: int = 0
+    call_seconds: float = 0.0
 
 
 class Target(ABC):
@@ -329,6 +333,11 @@ class Target(ABC):
     def tolerances(self) -> dict[str, dict[str, float]]:
         """The explicit tolerances a logits target compares with (empty: everything is exact)."""
         return {}
+
+    def probe_crashes(self) -> list:
+        """The deaths of this target's availability probes on the sliding window (they ran without it), each a
+        :class:`fuzz.targets.probes.ProbeCrash`: outcomes of its campaign (DESIGN §4), never "unavailable"."""
+        return []
 
     @abstractmethod
     def run(self, case: Case) -> RunStats:

@@ -128,6 +128,10 @@ class IsolatedTarget(Target):
     def finding_links(self) -> dict[str, dict[str, str]]:
         return {k: dict(v) for k, v in self._meta.get("finding_links", {}).items()}
 
+    def probe_crashes(self) -> list:
+        """The child's target's (its probes ran in the child, when it built the target)."""
+        return list(self._meta.get("probe_crashes", []))
+
     def accepts(self, case: Case) -> str | None:
         why = super().accepts(case)
         if why is not None or not self._meta.get("custom_accepts"):
@@ -149,7 +153,7 @@ class IsolatedTarget(Target):
         reply = self._call(("run", None, case))
         tag = reply[0]
         if tag == "ok":
-            return RunStats(reply[1], set(reply[2]), dict(reply[3]), dict(reply[4]), dict(reply[5]))
+            return RunStats(reply[1], set(reply[2]), dict(reply[3]), dict(reply[4]), dict(reply[5]), reply[6], reply[7])
         if tag == "mismatch":
             if reply[4]:  # a paged sequence past the rule's bound: an efficiency finding
                 from fuzz.paged.checks import OverBound

@@ -107,12 +107,13 @@ FORWARDED = ("kind", "window_max", "max_tokens", "publishes_ops", "bad_kinds", "
 
 def meta(target) -> dict[str, Any]:
     """What the supervisor needs to stand in for ``target``: its name, :data:`FORWARDED`, what its
-    ``versions()`` and ``tolerances()`` return, and whether it has an ``accepts`` of its own."""
+    ``versions()``, ``tolerances()`` and ``probe_crashes()`` return, and whether it has an ``accepts`` of its own."""
     from fuzz.targets.base import Target
 
     return {"name": target.name, "attrs": {a: getattr(target, a) for a in FORWARDED if hasattr(target, a)},
             "versions": dict(target.versions()), "tolerances": dict(target.tolerances()),
             "finding_links": dict(target.finding_links()),
+            "probe_crashes": list(target.probe_crashes()),  # the probes ran here, when the child built the target
             "custom_accepts": type(target).accepts is not Target.accepts}
 
 
@@ -154,7 +155,8 @@ def run_one(target, case, slot, opts: dict[str, Any], custom_accepts: bool) -> t
             if why is not None:
                 return ("reject", why)
         stats = target.run(case)
-        return ("ok", stats.tokens, stats.phases, stats.known, stats.efficiency, stats.efficiency_first)
+        return ("ok", stats.tokens, stats.phases, stats.known, stats.efficiency, stats.efficiency_first, stats.calls,
+                stats.call_seconds)
     except Mismatch as e:
         return ("mismatch", e.index, e.op, e.detail, getattr(e, "efficiency", False))
     except Crash as e:

@@ -79,6 +79,8 @@ MATRIX_NEWEST: dict[str, str] = {
     "mlx-lm": "0.32.2",
     "ctranslate2": "4.8.5",
     "llama-cpp-python": "0.3.36",
+    "vllm": "0.34.0",  # the triton:vllm-* kernels (scripts/engine_matrix.sh triton-vllm)
+    "sglang": "0.5.23",  # the triton:sglang-* kernels (scripts/engine_matrix.sh triton-sglang)
 }
 
 
@@ -132,6 +134,10 @@ class Finding:
     docs: str = "docs/findings"
     #: The upstream tracker thread, or ``""`` when none was found (the note says so).
     upstream: str = ""
+    #: Other libraries the finding needs, each with the minor series it applies to (``(("torch", "2.13+"),)``: a
+    #: transformers finding that is torch's code generation's as much); checked against the target's
+    #: ``versions()`` (:meth:`met`). Empty: the target's own library decides alone.
+    requires: tuple[tuple[str, str], ...] = ()
 
     @property
     def doc(self) -> str:
@@ -139,6 +145,18 @@ class Finding:
 
     def applies(self, kind: str, release: str) -> bool:
         return kind in self.kinds and any(in_span(release, s) for s in self.releases)
+
+    def met(self, versions: dict[str, str]) -> bool:
+        """Are the other libraries of :attr:`requires` at a release it applies to (one missing from
+        ``versions``: not met)?"""
+        for dist, span in self.requires:
+            have = versions.get(dist)
+            try:
+                if have is None or not in_span(str(have), span):
+                    return False
+            except ValueError:
+                return False
+        return True
 
     def explains(self, case: Case, error: BaseException) -> bool:
         """Is ``error``, raised by ``case``, this finding? The ops up to the one the error names must

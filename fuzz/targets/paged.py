@@ -11,7 +11,8 @@ A class declares the optional ops it has by having them — ``fork``, ``admit``,
 and a case that needs another is refused with the reason (:meth:`PagedTarget.accepts`). A class with
 ``rollback`` declares ``max_rollback`` (the most tokens a rollback may withdraw below a sequence's
 high-water mark, docs/paged.md "Rollback"); ``exhausted_error`` names the exception an append that
-finds the pool empty raises (checked where the spec's rule had no room either).
+finds the pool empty raises (checked where the spec's rule had no room either); ``max_seq_tokens`` the most
+tokens one sequence may reach (a case past it is left out with the reason, drawn ones included).
 
 Outcomes (DESIGN §4): a read or an audit that disagrees is a :class:`~fuzz.targets.base.Mismatch`; an
 exception the cache raises on a spec-valid op is a :class:`~fuzz.targets.base.Crash` — except an
@@ -90,10 +91,19 @@ class PagedTarget(Target):
                                   f"withdraw), got {r!r}")
             else:
                 self.max_rollback = r
+        #: The most tokens one sequence may reach (``max_seq_tokens``, e.g. an adapter's fixed row length): a
+        #: case that goes further is left out with the reason, never run into the adapter's own limit.
+        cap = getattr(probe, "max_seq_tokens", None)
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+            raise TargetError(f"{name}: max_seq_tokens must be an int >= 1, got {cap!r}")
+        self.max_seq_tokens = cap
         err = getattr(probe, "exhausted_error", None)
         self.exhausted_error = err if isinstance(err, type) and issubclass(err, BaseException) else None
         self.arrays = callable(getattr(probe, "read_arrays", None)) and callable(getattr(probe, "append_arrays", None))
         self.native = native
+        #: Exceptions that mean the adapter (this project's code, not the cache under test) cannot drive the
+        #: call: a harness fault, never a crash finding. Set for the serving adapters (:func:`_serving`).
+        self.adapter_faults: tuple[type[BaseException], ...] = ()
         close = getattr(probe, "close", None)
         if callable(close):
             close()
@@ -109,8 +119,24 @@ class PagedTarget(Target):
                     f"ops: {has})")
         if self.window_max is not None and case.window > self.window_max:
             return f"window {case.window} exceeds {self.name}'s maximum {self.window_max}"
+        if self.max_seq_tokens is not None:
+            why = self._lengths_fit(case)
+            if why is not None:
+                return why
         if "rollback" in case.needs():
             return self._rollbacks_fit(case)
+        return None
+
+    def _lengths_fit(self, case: PagedCase) -> str | None:
+        """Why a sequence of ``case`` would grow past :attr:`max_seq_tokens`, or ``None``."""
+        from fuzz.paged.strategies import _State
+
+        S, cap = _State(case.window, case.block_size, self.max_rollback), self.max_seq_tokens
+        for i, op in enumerate(case.ops):
+            S.apply(op)
+            if S.hw and max(S.hw.values()) > cap:
+                return (f"op #{i} ({op.text}) takes a sequence to {max(S.hw.values()):,} tokens; {self.name} holds "
+                        f"at most {cap:,} per sequence (max_seq_tokens)")
         return None
 
     def _rollbacks_fit(self, case: PagedCase) -> str | None:
@@ -149,7 +175,9 @@ class Run:
         self.stats = RunStats()
         self.stats.efficiency = {}
 
-    def crash(self, i: int, op: Any, e: BaseException) -> Crash:
+    def crash(self, i: int, op: Any, e: BaseException) -> Crash | HarnessFault:
+        if self.t.adapter_faults and isinstance(e, self.t.adapter_faults):
+            return HarnessFault(self.t.name, f"at op #{i}: {e}")
         return crash_from(self.t.name, i, op, e)
 
     def call(self, i: int, op: Any, fn: Callable, *args: Any) -> Any:
@@ -443,7 +471,12 @@ def _serving(name: str) -> PagedTarget:
     close = getattr(probe, "close", None)
     if callable(close):
         close()
-    return PagedTarget(name, factory)
+    target = PagedTarget(name, factory)
+    from impl.engines import EngineUnavailable
+
+    # e.g. a pool past 2**31 distinct payloads (impl.serving._base.TokenIds): the adapter's limit, not the engine's
+    target.adapter_faults = (EngineUnavailable,)
+    return target
 
 
 def make_vllm(rest: str) -> PagedTarget:
@@ -454,3 +487,19 @@ def make_vllm(rest: str) -> PagedTarget:
 def make_sglang(rest: str) -> PagedTarget:
     """``sglang:KIND`` (``swa``): SGLang's sliding-window pool through impl.serving."""
     return _serving("sglang:" + rest)
+
+
+def _adapters(prefix: str) -> list[str]:
+    import impl.serving as serving
+
+    return sorted(n for n in serving.ADAPTERS if n.startswith(prefix))
+
+
+def vllm_instances() -> list[str]:
+    """Every ``vllm:`` target (``--list-targets``, the default campaign where vLLM is installed, the engine matrix)."""
+    return _adapters("vllm:")
+
+
+def sglang_instances() -> list[str]:
+    """Every ``sglang:`` target."""
+    return _adapters("sglang:")

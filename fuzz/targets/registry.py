@@ -37,6 +37,10 @@ BUILTIN: dict[str, tuple[str, bool]] = {
     "hf-gemma2": ("fuzz.targets.hf.models:make_hf_gemma2", True),
     "cuda-ring": ("fuzz.targets.cuda:make_cuda_ring", False),
     "cuda-decoder": ("fuzz.targets.cuda:make_cuda_decoder", False),
+    # CUDA-only attention libraries (DESIGN §6, "GPU kernels without a GPU"; docs/kernels.md): unavailable without a
+    # device, with the reason; scripts/gpu_check.sh runs them where one is lent.
+    "gpu:flash-attn": ("fuzz.targets.engines.gpu_kernels:make_flash_attn", False),
+    "gpu:flashinfer": ("fuzz.targets.engines.gpu_kernels:make_flashinfer", False),
 }
 
 #: prefix -> ("module:function" taking the rest of the string, what the rest names).
@@ -53,6 +57,9 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "sglang:": ("fuzz.targets.paged:make_sglang", "swa, SGLang's sliding-window pool (impl.serving)"),
     "hf:": ("fuzz.targets.hf.family:make_hf_family",
             "MODEL_TYPE[@ATTN,...], a transformers sliding-window family (eager and sdpa; @flex_attention compiles)"),
+    "hf-cb:": ("fuzz.targets.hf.cb:make_hf_cb",
+               "MODEL_TYPE[@sdpa|paged|eager], a family through transformers' continuous batching (generate_batch's "
+               "manager and paged cache; 5.x)"),
     # Engines beyond transformers (DESIGN §6): each resolves only where its package is installed.
     "ort:": ("fuzz.targets.engines.ort:make",
              "gqa|attention, ONNX Runtime's GroupQueryAttention / ONNX Attention-25 (pip install 'kvwindow[ort]')"),
@@ -63,10 +70,13 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "llama:": ("fuzz.targets.engines.llama:make", "gemma2|gemma3, a GGUF written by llama.cpp's converter from a tiny "
                "seeded HF model, driven through llama-cpp-python's low-level API (scripts/ci_engines_heavy.sh)"),
     "triton:": ("fuzz.targets.engines.triton_kernels:make",
-                "vllm-unified|vllm-prefix|sglang-decode|sglang-extend, a serving engine's Triton attention kernel under Triton's interpreter (pip install "
+                "vllm-unified|vllm-prefix|vllm-mla|sglang-decode|sglang-extend, a serving engine's Triton attention kernel under Triton's interpreter (pip install "
                 "'kvwindow[triton-vllm]' / 'kvwindow[triton-sglang]')"),
     "flex:": ("fuzz.targets.engines.flex:make", "eager|compiled|dynamic, torch FlexAttention with a sliding-window "
               "mask_mod and create_block_mask (documents packed per call; compiled: static shapes)"),
+    "ov:": ("fuzz.targets.engines.ov:make", "paged|mistral|gemma2|gemma3_text, OpenVINO's PagedAttention op on the CPU "
+            "plugin (blocks of 32, forced) / a tiny seeded HF model converted by openvino.convert_model "
+            "(pip install 'kvwindow[ov]')"),
     "keras:": ("fuzz.targets.engines.keras:make", "gemma2|gemma3, keras-hub's Gemma 2 / Gemma 3 (tensorflow backend) "
                "converted from a tiny seeded HF checkpoint by keras-hub's own converter (scripts/ci_engines_heavy.sh)"),
 }
@@ -75,6 +85,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
 #: (on CPU). A listing that fails (a missing optional dependency) lists the prefix itself as unavailable.
 LISTED: dict[str, str] = {
     "hf:": "fuzz.targets.hf.family:instances",
+    "hf-cb:": "fuzz.targets.hf.cb:instances",
     "ort:": "fuzz.targets.engines.ort:instances",
     "mlx:": "fuzz.targets.engines.mlx:instances",
     "ct2:": "fuzz.targets.engines.ct2:instances",
@@ -82,6 +93,10 @@ LISTED: dict[str, str] = {
     "keras:": "fuzz.targets.engines.keras:instances",
     "triton:": "fuzz.targets.engines.triton_kernels:instances",
     "flex:": "fuzz.targets.engines.flex:instances",
+    "ov:": "fuzz.targets.engines.ov:instances",
+    # the serving engines' block managers (impl.serving.ADAPTERS): available in .venv-serving only
+    "vllm:": "fuzz.targets.paged:vllm_instances",
+    "sglang:": "fuzz.targets.paged:sglang_instances",
 }
 
 

@@ -7,7 +7,9 @@
 * :mod:`impl.hf.reference` — this project's own full-mask Mistral and Gemma 2 forwards;
 * :mod:`impl.hf.models` — tiny random-weight models and the calls users make (forward, ``generate()``);
 * :mod:`impl.hf.families` — every sliding-window model family of the installed release, driven with
-  a cache and held to a window-disabled reference that attends through the caller's masks.
+  a cache and held to a window-disabled reference that attends through the caller's masks;
+* :mod:`impl.hf.cb` — the same families through transformers' continuous batching (the manager ``generate_batch``
+  opens, its paged cache), concurrent requests, their block tables read at every step.
 
 Each driver has a ``probe()`` (:func:`impl.hf.caches.probe`, :func:`impl.hf.families.probe`) that
 exercises it once and raises :class:`~impl.hf.compat.HFIncompatible` where the release lacks an API.

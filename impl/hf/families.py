@@ -62,6 +62,10 @@ FAMILIES = ("mistral", "mixtral", "qwen2", "qwen3", "gemma2", "gemma3_text", "co
             "starcoder2", "gpt_oss")
 #: Attention implementations a CPU can run, in the order they are tried.
 CPU_ATTENTION = ("eager", "sdpa", "flex_attention")
+#: The availability probe's stream (:meth:`Family._try`): its window, and the tokens of each call on the cache
+#: (a prefill of 4 past W = 3, then single-token decode steps).
+PROBE_WINDOW = 3
+PROBE_CALLS = (4, 1, 1, 1, 1, 1, 1)
 #: Hybrid families built with a pattern get one global layer every HYBRID_PERIOD layers.
 HYBRID_PERIOD = 3
 VOCAB = 64
@@ -264,9 +268,10 @@ class Family:
         #: attention implementation -> why it is not offered here
         self.attn_unavailable: dict[str, str] = {}
         #: attention implementation -> how its probe died with the sliding window (it ran without one, so it is
-        #: offered: :func:`impl.errors.window_probe`). Its cases may or may not reproduce the death (flex
-        #: attention's depends on what the process compiled first: docs/findings/hf-flex-attention-sliding-compile.md)
-        #: and nothing in ``fuzz/`` reports it as a finding yet
+        #: offered: :func:`impl.errors.window_probe`). The campaign's cases may or may not reproduce the death
+        #: (flex attention's depends on what the process compiled first:
+        #: docs/findings/hf-flex-attention-sliding-compile.md), so the target reports the probe's death itself as
+        #: a crash finding (``fuzz.targets.hf.family.HFFamilyTarget.probe_crashes``)
         self.probe_crashes: dict[str, str] = {}
 
     # -- what the release offers
@@ -308,8 +313,11 @@ class Family:
                     continue
                 if crash is not None:
                     self.probe_crashes[attn] = crash
-                    self._attn.append(attn)
-                    continue
+                # offered: the child ran these calls (with the window, or without it after a death with it). Not
+                # run again here: a compile that fails in this process would make it "unavailable" after the child
+                # showed it runs (a crash lost, DESIGN §4), and one that dies natively would take the caller along
+                self._attn.append(attn)
+                continue
             try:
                 self._try(attn)
             except Exception as e:  # noqa: BLE001 - an implementation this CPU build cannot run is not offered
@@ -322,10 +330,13 @@ class Family:
 
     def _try(self, attn: str) -> None:
         """The calls an implementation must survive to be offered: a cached prefill and decode steps
-        through and past the window (W = 3, ten tokens), and the reference over the same tokens."""
-        ids = torch.arange(3, 13).view(1, 10)
-        self.run_cached(3, attn, ids, [4, 1, 1, 1, 1, 1, 1])
-        self.reference_logits(attn, ids, torch.ones(1, 1, 10, 10, dtype=torch.bool).tril())
+        through and past the window (:data:`PROBE_WINDOW`, :data:`PROBE_CALLS`), and the reference over the
+        same tokens. ``fuzz.targets.hf.family`` writes the same calls as a case (a probe's death becomes a
+        finding with that case as its seed)."""
+        n = sum(PROBE_CALLS)
+        ids = torch.arange(3, 3 + n).view(1, n)
+        self.run_cached(PROBE_WINDOW, attn, ids, list(PROBE_CALLS))
+        self.reference_logits(attn, ids, torch.ones(1, 1, n, n, dtype=torch.bool).tril())
 
     # -- models
 

@@ -89,6 +89,23 @@ PAGED_C_EDITS: dict[str, tuple[str, str, str, str, str, str]] = {
         "  chains[0] = chain_root(0);\n  for (int64_t c = 0; c < cmax; c++) {\n    chains[c + 1] = chains[c];\n"
         "    chain_block(&chains[c + 1], b, d, c * b, keys + c * b * d, values + c * b * d);\n"
         "    found[c] = cache_find(p, 0, chains[c + 1], c, keys, values);"),
+    # At production sizes (issue 28): right in every pool of up to 256 blocks, 16 live sequences or pages of 256.
+    "paged-c-block-id-8-bits": (
+        "an index type too narrow for the pool (block id in 8 bits)", NARROW_COUNTER,
+        "the block an append takes is stored in the table through a uint8_t, as a table sized for pools of 256 "
+        "blocks does: right up to 256 blocks, past that block 256+x is recorded as block x",
+        "pagedkv.c", "    *e = take_free(p);\n", "    *e = (uint8_t)take_free(p); /* mutant: block id in 8 bits */\n"),
+    "paged-c-sixteen-lanes": (
+        "more live sequences than a fixed table holds (16 lanes)", FIXED_TABLE,
+        "the sequences' block tables live in 16 lanes: the 17th live sequence's table is the first's, so two "
+        "sequences with tokens overwrite each other's tables (records and ids stay distinct)",
+        "pagedkv.c", "{ return p->tab + si * p->tcap; }", "{ return p->tab + (si & 15) * p->tcap; /* mutant */ }"),
+    "paged-c-slot-8-bits": (
+        "an index type too narrow for the block (in-block slot in 8 bits)", NARROW_COUNTER,
+        "an append's slot inside its block passes through a uint8_t: right for pages of up to 256, in a page of "
+        "257 position 256 of the block is written over position 0",
+        "pagedkv.c", "  const int64_t row = pkv_pool_row(*e, slot, b);\n",
+        "  const int64_t row = pkv_pool_row(*e, (uint8_t)slot, b); /* mutant: slot in 8 bits */\n"),
 }
 
 #: name -> (bug class, reference, description, old, new) in impl/mutants/paged_pool.py

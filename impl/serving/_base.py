@@ -12,7 +12,7 @@ Errors are the C reference's typed exceptions (:mod:`impl.paged`, each with the 
 
 from __future__ import annotations
 
-import hashlib
+import itertools
 from typing import Any, Iterable
 
 import numpy as np
@@ -21,7 +21,7 @@ from impl.paged import (E_CONFIG, E_DUPLICATE_SEQ, E_NULL, E_POSITION, E_RANGE, 
                         DuplicateSequenceError, NullHandleError, PagedKVError, PoolExhaustedError, PositionError,
                         RangeError, UnknownSequenceError, WidthError)
 
-__all__ = ["SimStore", "Unsupported", "token_id", "check_config", "as_entries", "PoolExhaustedError",
+__all__ = ["SimStore", "Unsupported", "TokenIds", "TOKEN_ID_BITS", "check_config", "as_entries", "PoolExhaustedError",
            "PagedKVError", "SeqRegistry"]
 
 INT64_MAX = 2**63 - 1
@@ -82,21 +82,50 @@ def as_entries(entries: Iterable, first: int, width: int, what: str) -> list[tup
     return out
 
 
-def token_id(key: np.ndarray, value: np.ndarray) -> int:
-    """The token id an engine sees for an entry: a 62-bit digest of the key's and value's float32 bits.
-
-    Prefix caches key blocks by token ids; entries are compared by their bits (``-0.0`` is not
-    ``0.0``), as the reference's content identity does. The position is implied by the order."""
-    raw = key.tobytes() + b"|" + value.tobytes()
-    got = _TOKENS.get(raw)
-    if got is None:
-        if len(_TOKENS) >= 1 << 16:
-            _TOKENS.clear()
-        got = _TOKENS[raw] = int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "little") >> 2
-    return got
+#: Token ids fit this many bits: vLLM 0.34.0 keeps a ``Request``'s token ids in ``vllm/v1/token_buffer.py``'s
+#: ``TokenBuffer``, an ``array("i")`` (int32; a non-negative id has 31 bits), and every release is driven alike.
+TOKEN_ID_BITS = 31
 
 
-_TOKENS: dict[bytes, int] = {}  # memo of token_id (streams repeat payloads); bounded
+class TokenIds:
+    """The token ids an engine sees for entries: payloads interned in the order a pool first sees them.
+
+    Prefix caches key blocks by token ids, so the ids must be equal exactly when the payloads are:
+    equal ``(key, value)`` bits (``-0.0`` is not ``0.0``, as the reference's content identity compares)
+    get the same id, different ones never do. A digest cannot promise that in 31 bits (a 31-bit digest
+    collides after some 50,000 distinct payloads: a false prefix hit); a table can: the ``i``-th
+    distinct payload gets id ``i``. One table per pool (``configure`` makes a new one, with the
+    engine's new block manager, whose hashes are all the ids ever reach), so
+
+    * a seed replay sees the same ids: they follow the order of the case's own ops since ``configure``;
+    * a shrunk case is a new case from ``configure``: its ids follow its own ops, and vLLM can observe
+      only which payloads are equal (ids enter its block hashes, never its arithmetic);
+    * the table holds one entry per distinct payload of one pool (the harness builds a pool per case).
+
+    More than ``2**bits`` distinct payloads in one pool do not fit: :class:`~impl.engines.EngineIncompatible`
+    naming the engine's API (a harness fault, never a finding)."""
+
+    def __init__(self, engine: str, release: str, api: str, bits: int = TOKEN_ID_BITS):
+        self._ids: dict[bytes, int] = {}
+        self._next = itertools.count()  # next() is atomic: two threads never take the same id
+        self._where = (engine, release, api)
+        self.limit = 1 << bits
+
+    def __call__(self, key: np.ndarray, value: np.ndarray) -> int:
+        raw = key.tobytes() + value.tobytes()  # one width per pool: the split point is fixed
+        got = self._ids.get(raw)
+        if got is None:
+            got = next(self._next)
+            if got >= self.limit:
+                from impl.engines import EngineIncompatible
+
+                raise EngineIncompatible(*self._where, f"takes token ids below 2**{self.limit.bit_length() - 1}, and "
+                                         f"this pool has seen {got:,} distinct payloads: one more has no id left")
+            got = self._ids.setdefault(raw, got)  # a thread racing on the same payload: the first id stays
+        return got
+
+    def __len__(self) -> int:
+        return len(self._ids)
 
 
 class SimStore:

@@ -26,6 +26,7 @@ from importlib import metadata
 from types import SimpleNamespace
 
 from impl.engines import EngineIncompatible, EngineUnavailable
+from impl.serving._base import TOKEN_ID_BITS
 
 _NMS_SCHEMA = "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"
 _bridged = False
@@ -116,12 +117,20 @@ def import_vllm() -> SimpleNamespace:
     for attr in ("get_block_ids", "free", "block_pool"):
         if attr != "block_pool" and not hasattr(KVCacheManager, attr):
             raise EngineIncompatible("vllm", rel, f"KVCacheManager.{attr}", "is missing")
-    try:  # the adapter's token ids are 62-bit payload digests (impl/serving/_base.py: token_id)
-        Request("kvwindow-probe", [1 << 40], SamplingParams(max_tokens=1), None, cache_salt=None, block_hasher=None)
-    except OverflowError as e:  # 0.34.0: vllm.v1.token_buffer.TokenBuffer, an int32 array
+    # The adapter's token ids are interned payloads below 2**31 (impl/serving/_base.py TokenIds): 0.34.0 keeps them
+    # in an int32 TokenBuffer (vllm/v1/token_buffer.py). A release that held fewer bits would lose ids silently
+    # or refuse them at the first step: say so here, naming the release.
+    top = (1 << TOKEN_ID_BITS) - 1
+    try:
+        probe = Request("kvwindow-probe", [top], SamplingParams(max_tokens=1), None, cache_salt=None, block_hasher=None)
+        kept = list(probe.all_token_ids)
+    except (OverflowError, ValueError, TypeError) as e:
         raise EngineIncompatible("vllm", rel, "Request(prompt_token_ids)",
-                                 f"holds token ids as 32-bit ints ({e}); the adapter's ids are 62-bit digests of "
-                                 "the payload and must learn to fit 31 bits without collisions") from e
+                                 f"refuses token id {top} ({type(e).__name__}: {e}); the adapter's ids are interned "
+                                 f"payloads of up to {TOKEN_ID_BITS} bits") from e
+    if kept != [top]:
+        raise EngineIncompatible("vllm", rel, "Request(prompt_token_ids)",
+                                 f"token id {top} came back as {kept}: it holds fewer than {TOKEN_ID_BITS} bits")
     _VLLM = SimpleNamespace(release=rel, KVCacheManager=KVCacheManager, SlidingWindowSpec=SlidingWindowSpec,
                             FullAttentionSpec=FullAttentionSpec, KVCacheConfig=KVCacheConfig,
                             KVCacheGroupSpec=KVCacheGroupSpec, get_request_block_hasher=get_request_block_hasher,

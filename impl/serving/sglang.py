@@ -89,6 +89,9 @@ class SglangSwa:
     paged_ops = ()
     #: What an append raises when SGLang's allocator refuses (``alloc`` returned None).
     exhausted_error = PoolExhaustedError
+    #: The most tokens one sequence may reach: the adapter's ``ReqToTokenPool`` row (its memory is allocated per
+    #: pool, 64 rows; a longer row costs tens of ms a case). The harness leaves out cases that go further.
+    max_seq_tokens = MAX_CONTEXT
     name = "sglang"
 
     def __init__(self):

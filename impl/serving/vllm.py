@@ -57,6 +57,10 @@ Adapter choices (each documented because it changes what a checker sees):
   ``get_computed_blocks``; the hit's blocks are then adopted by the sequence's ``Request`` (the
   prompt's first ``L`` tokens) with ``allocate_slots(request, 0, num_new_computed_tokens=L,
   new_computed_blocks=blocks)``, the scheduler's adoption of a hit. Returns ``L``.
+* Token ids: an entry's token id is its payload interned in the pool's table
+  (:class:`~impl.serving._base.TokenIds`: the ``i``-th distinct ``(key, value)`` gets id ``i``, below
+  ``2**31``), so equal payloads hash into equal blocks and different ones never do, on every release
+  (0.34.0 holds a ``Request``'s ids in an int32 ``TokenBuffer``, ``vllm/v1/token_buffer.py``).
 * ``fork``: vLLM v1 has no block-table fork (parallel sampling shares through the prefix cache):
   :class:`~impl.serving._base.Unsupported`.
 
@@ -77,7 +81,7 @@ import numpy as np
 
 from impl.engines import EngineIncompatible
 from impl.serving._base import (PoolExhaustedError, SeqRegistry, SimStore, Unsupported, as_entries, check_config, check_prompt,
-                                exhausted, not_configured, token_id)
+                                TokenIds, exhausted, not_configured)
 from impl.serving._imports import import_vllm
 
 MAX_MODEL_LEN = 1 << 40
@@ -149,6 +153,8 @@ class _VllmPaged:
         self._gid = {g: i for i, g in enumerate(self.groups)}
         self._store = SimStore(N + 1, B, D)
         self._seqs, self._reg, self.stats = {}, SeqRegistry(), _Stats()
+        # token ids of this manager's requests (one table per pool: impl/serving/_base.py TokenIds)
+        self._tok = TokenIds("vllm", v.release, "Request(prompt_token_ids)")
 
     @staticmethod
     def engine_window(W: int) -> int:
@@ -191,7 +197,7 @@ class _VllmPaged:
     def _step(self, seq: int, es: list, what: str) -> None:
         """One scheduler step computing the tokens of ``es`` (positions ``n .. n+k-1``)."""
         m, st, k = self._m, self._seqs[seq], len(es)
-        toks = [token_id(e[1], e[2]) for e in es]
+        toks = [self._tok(e[1], e[2]) for e in es]
         req = st.req
         if req is None:
             req = self._request(st.rid, toks, st.salt)
@@ -289,7 +295,7 @@ class _VllmPaged:
         if isinstance(identity, bool) or not isinstance(identity, (int, np.integer)):
             raise TypeError(f"identity must be an int, got {identity!r}")
         es = check_prompt("admit", list(entries), self._cfg[3])
-        toks = [token_id(e[1], e[2]) for e in es]
+        toks = [self._tok(e[1], e[2]) for e in es]
         salt, rid = self._salt(int(identity)), self._new_rid(seq)
         blocks, hit, _boundary = m.get_computed_blocks(self._request(rid + ".lookup", toks, salt))
         st = _Seq(rid, salt)
@@ -316,7 +322,7 @@ class _VllmPaged:
         m = self._pool("longest_valid_hit")
         W, B = self._cfg[0], self._cfg[1]
         es = check_prompt("longest_valid_hit", list(entries), self._cfg[3])
-        req = self._request("probe", [token_id(e[1], e[2]) for e in es], self._salt(int(identity)))
+        req = self._request("probe", [self._tok(e[1], e[2]) for e in es], self._salt(int(identity)))
         hashes = req.block_hashes
         cached = {g: [m.block_pool.get_cached_block(h, [gi]) is not None for h in hashes]
                   for g, gi in self._gid.items()}

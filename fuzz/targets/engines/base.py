@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import os
 import threading
+import time
 from abc import abstractmethod
 from typing import Any, Callable, Optional, Sequence
 
@@ -87,10 +88,24 @@ class EngineTarget(KnownFindingsTarget):
         return {self.distribution: self.release, "numpy": np.__version__}
 
     def findings_here(self) -> list[Finding]:
-        return [f for f in self.findings if f.applies(self.finding_kind, self.release)]
+        versions = self.versions()
+        return [f for f in self.findings if f.applies(self.finding_kind, self.release) and f.met(versions)]
 
     def finding_release(self) -> str:
         return release_label(self.distribution, self.release)
+
+    def probe_calls(self) -> dict[Any, tuple[str, Case]]:
+        """The availability probes (:func:`probe_once` keys) whose call this target makes for a case: key ->
+        (the call, in words; the case). A death of one of them on the window is this target's crash
+        (:meth:`probe_crashes`); a probe whose call the target does not make is left to the target that does."""
+        return {}
+
+    def probe_crashes(self) -> list:
+        """The :data:`PROBE_CRASHES` of :meth:`probe_calls`' probes, each with the probe's call as its case."""
+        from fuzz.targets.probes import probe_crash
+
+        return [probe_crash(self, case, what, PROBE_CRASHES[key])
+                for key, (what, case) in self.probe_calls().items() if key in PROBE_CRASHES]
 
     # -- running a case
 
@@ -206,6 +221,21 @@ class EngineTarget(KnownFindingsTarget):
         first = (str(error).splitlines() or [""])[0][:300]
         return HarnessFault(self.name, f"adapter error on {self.distribution} {self.release}"
                                        f"{': ' + what if what else ''}: {type(error).__name__}: {first}{where}")
+
+
+class CountsLaunches:
+    """A kernel target (``triton:*``, ``flex:*``, ``gpu:*``) counts its kernel launches (``launches``, one per
+    launch); :meth:`run` puts a case's share and its seconds in the case's stats, which the campaign report turns
+    into calls/s (the summary's ``kernel calls:`` line; JSON ``kernel_calls_per_s``). A case that raised made
+    launches too; they are not counted: its stats never reach the report. Mixed in before the target's class."""
+
+    launches = 0
+
+    def run(self, case: Case) -> RunStats:
+        before, began = self.launches, time.perf_counter()
+        stats = super().run(case)  # type: ignore[misc]
+        stats.calls, stats.call_seconds = self.launches - before, time.perf_counter() - began
+        return stats
 
 
 def close_enough(got: Any, want: Any, atol: float, rtol: float) -> Optional[str]:

@@ -19,7 +19,7 @@ from fuzz.ops import Case
 from fuzz.targets.base import Crash, HarnessFault, RunStats, TargetError
 from fuzz.targets.engines import streams as S
 from fuzz.targets.engines import triton_paged as P
-from fuzz.targets.engines.base import EngineTarget
+from fuzz.targets.engines.base import CountsLaunches, EngineTarget
 from fuzz.targets.known import Finding, case_stats
 from pyspec import attention as A
 
@@ -41,9 +41,9 @@ FINDINGS: tuple[Finding, ...] = (
 )
 
 
-class FlexTarget(EngineTarget):
+class FlexTarget(CountsLaunches, EngineTarget):
     kind = "model"
-    #: Kernel launches made by this object (calls/s: scripts/kernel_rate.py).
+    #: Kernel launches made by this object (calls/s in the report: :class:`CountsLaunches`; scripts/kernel_rate.py).
     launches = 0
     distribution = package = "torch"
     findings = FINDINGS

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuzz.ops import Case, Chunk
+from fuzz.ops import Case, Chunk, Push
 from fuzz.targets.base import RunStats, TargetError
 from fuzz.targets.engines import streams as S
 from fuzz.targets.engines.base import EngineTarget, probe_once
@@ -231,6 +231,11 @@ class _Rows:
 
 
 class RotatingTarget(MlxTarget):
+    def probe_calls(self) -> dict:
+        """:func:`impl.engines.mlx.probe`'s call is this target's window view of ``Case(2, [push])``:
+        ``RotatingKVCache(max_size=2)`` masked at W = 2, one token stepped."""
+        return {"mlx": ("the RotatingKVCache probe (one token stepped at W=2)", Case(2, (Push(),)))}
+
     def views(self, w, calls, rows, seed, ops) -> None:
         m, p = self.mlx, rows[0]
         self._drive(m.rotating(w), calls, p, p.reference(w), "window")

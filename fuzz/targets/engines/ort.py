@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuzz.ops import Case
+from fuzz.ops import Case, Push
 from fuzz.targets.base import Mismatch, RunStats, TargetError
 from fuzz.targets.engines import streams as S
 from fuzz.targets.engines.base import EngineTarget, probe_once
@@ -125,6 +125,11 @@ def _holds(cache_keys: np.ndarray, p: S.Payload, start: int, end: int) -> bool:
 
 
 class GqaTarget(OrtTarget):
+    def probe_calls(self) -> dict:
+        """:func:`impl.engines.ort.probe`'s call is this target's first call of ``Case(2, [push])``: a W = 2 session,
+        one token on an empty past."""
+        return {"gqa": ("the GroupQueryAttention probe (one token on an empty past at W=2)", Case(2, (Push(),)))}
+
     def views(self, w, calls, rows, refs, short, threads, seed) -> None:
         o, f, p = self.ort, self.features, rows[0]
         total = calls[-1].end

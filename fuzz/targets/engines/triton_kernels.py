@@ -12,6 +12,7 @@ from fuzz.targets.base import Target, TargetError
 KERNELS = {
     "vllm-unified": ("fuzz.targets.engines.triton_vllm", "make"),
     "vllm-prefix": ("fuzz.targets.engines.triton_vllm", "make"),
+    "vllm-mla": ("fuzz.targets.engines.triton_vllm_mla", "make"),
     "sglang-decode": ("fuzz.targets.engines.triton_sglang", "make"),
     "sglang-extend": ("fuzz.targets.engines.triton_sglang", "make"),
 }

@@ -31,7 +31,7 @@ import numpy as np
 from fuzz.ops import Case
 from fuzz.targets.base import HarnessFault
 from fuzz.targets.engines import streams as S
-from fuzz.targets.engines.base import EngineTarget
+from fuzz.targets.engines.base import CountsLaunches, EngineTarget
 from impl.engines.triton_env import DTYPES, NOT_DRIVEN  # noqa: F401 - the targets' dtypes, and bf16's reason
 
 #: Tolerances per payload dtype against the float64 reference of the dtype-rounded payload: fp32 kernels
@@ -154,10 +154,12 @@ def layout(seqs: Sequence[Seq], block: int, seed: int, poison_evicted: bool = Tr
     return Layout(q, k, v, table, cu, lens, block, slots)
 
 
-def check(target: str, view: str, seqs: Sequence[Seq], out: np.ndarray, cu: np.ndarray, dtype: str) -> None:
+def check(target: str, view: str, seqs: Sequence[Seq], out: np.ndarray, cu: np.ndarray, dtype: str,
+          tolerance: dict | None = None) -> None:
     """Each sequence's output rows against its stream's reference rows; the first (in case order) that is not
-    within the dtype's tolerance raises the :class:`~fuzz.targets.base.Mismatch` (at its op)."""
-    atol, rtol = TOLERANCE[dtype]
+    within the dtype's tolerance (:data:`TOLERANCE`, or ``tolerance``'s) raises the
+    :class:`~fuzz.targets.base.Mismatch` (at its op)."""
+    atol, rtol = (tolerance or TOLERANCE)[dtype]
     order = sorted(range(len(seqs)), key=lambda i: seqs[i].call.index)
     for i in order:
         s = seqs[i]
@@ -173,13 +175,14 @@ def tensor(x: np.ndarray, dtype: str):
     return torch.tensor(np.ascontiguousarray(x), dtype=getattr(torch, dtype))
 
 
-class KernelTarget(EngineTarget):
+class KernelTarget(CountsLaunches, EngineTarget):
     """What every ``triton:*`` target is besides its kernel: a model-kind engine target of at most ``window_max``
     and ``max_tokens`` (each launch costs seconds), fp32 and fp16 held to :data:`TOLERANCE`, and its versions
     naming the window glue it drove or restated."""
 
     kind = "model"
-    #: Kernel launches made by this object (calls/s: scripts/kernel_rate.py).
+    #: Kernel launches made by this object (each launch adds one; calls/s in the report: :class:`CountsLaunches`;
+    #: scripts/kernel_rate.py measures the same over the window tours alone).
     launches = 0
     window_max = 40
     max_tokens = 128

@@ -93,7 +93,7 @@ class HFTarget(KnownFindingsTarget):
         return self.info.versions()
 
     def findings_here(self) -> list[Finding]:
-        return applicable(self.finding_kind, self.info.transformers)
+        return applicable(self.finding_kind, self.info.transformers, self.versions())
 
     def finding_release(self) -> str:
         return release_label("transformers", self.info.transformers)

@@ -6,6 +6,8 @@
 named, ``flex_attention`` included (tried once in a child process first: its CPU kernels are compiled by
 inductor; about 30 s on 5.24.0 with a warm inductor cache, a second child without the window when the first dies,
 49 s alone cold; the target is unavailable with the reasons only when both die, :func:`impl.errors.window_probe`).
+A death with the window only is this target's crash (:meth:`HFFamilyTarget.probe_crashes`: the probe's stream as
+a case, :func:`probe_case`), which the campaign reports before its first case (DESIGN §4).
 
 Each case runs, per attention implementation and per stream of the case (``Reset(w)`` starts one with
 window ``w``; a stream's tokens are drawn from a seed of the case, so a seed replays identically):
@@ -128,6 +130,27 @@ class HFFamilyTarget(HFTarget):
                 raise compat.HFUnavailable(f"{self.name}: transformers {self.info.transformers} does not run {why}")
         self.attns = tuple(attns) if attns else tuple(offered)
         self._padded_families: dict[str, object] = {}
+
+    def findings_here(self) -> list:
+        """The rows for ``hf:<model_type>`` and those for one of its attention implementations
+        (``hf:<model_type>@<attn>``: a finding of one implementation's kernel, as flex attention's compile crash)."""
+        from fuzz.targets.hf.findings import applicable
+
+        rows = super().findings_here()
+        for attn in self.attns:
+            rows += applicable(f"{self.finding_kind}@{attn}", self.info.transformers, self.versions())
+        return rows
+
+    def probe_crashes(self) -> list:
+        """Each attention implementation whose availability probe died with the window and ran without it
+        (:attr:`impl.hf.families.Family.probe_crashes`), as a crash of this target: the probe's stream as a case
+        (:func:`probe_case`; replaying it makes the probe's cached calls) and its death."""
+        from fuzz.targets.probes import probe_crash
+
+        calls = "+".join(str(n) for n in families.PROBE_CALLS)
+        return [probe_crash(self, probe_case(), f"the {attn} availability probe (a child process: cached calls of "
+                                                f"{calls} tokens at W={families.PROBE_WINDOW})", death)
+                for attn, death in self.family.probe_crashes.items() if attn in self.attns]
 
     def tolerances(self) -> dict[str, dict[str, float]]:
         """Logits against the spec-masked reference: ``|got - ref| <= atol + rtol * |ref|``."""
@@ -304,6 +327,13 @@ class HFFamilyTarget(HFTarget):
             check[:, c] = mask[:, c]
             ops[c] = (si, sop)
         return self._compare(got, ref, mask, check, ops, tag, w)
+
+
+def probe_case() -> Case:
+    """:meth:`impl.hf.families.Family._try`'s stream as a case: ``W = PROBE_WINDOW``, a chunk for the prefill, a
+    push per decode step (each op is one call on the cache: :meth:`HFFamilyTarget._manual`)."""
+    first, *rest = families.PROBE_CALLS
+    return Case(families.PROBE_WINDOW, (Chunk(first), *(Push() if n == 1 else Chunk(n) for n in rest)))
 
 
 def parse_spec(rest: str) -> tuple[str, Optional[list[str]]]:

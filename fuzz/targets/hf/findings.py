@@ -118,8 +118,52 @@ def _decode_after_prefill(case: Case) -> bool:
     return any(len(_fed(s)) >= 2 for _, s in case.streams())
 
 
+def _cb_window_one_prompt(case: Case) -> bool:
+    """hf-cb-window-1-prefill: a W = 1 stream with a prompt of 2 or more tokens (``Chunk(n >= 2)``: a request
+    whose prefill may be scheduled as one chunk of 2 or more tokens; whether it is depends on ``max_batch_tokens``
+    and the requests ahead of it, so a hit may pass)."""
+    return any(w == 1 and isinstance(op, Chunk) and op.n >= 2 for w, _, op in ops_with_windows(case))
+
+
+def _cb_request_past_window(case: Case) -> bool:
+    """hf-cb-sliding-ring-start: a request (as :func:`fuzz.targets.hf.cb.requests_of` groups a stream: a chunk and
+    the pushes after it) with a query at position W or later (prompt + pushes > W), which reads the ring buffer
+    after it has wrapped or been partly filled."""
+    for w, stream in case.streams():
+        length = 0
+        for _, op in stream:
+            if isinstance(op, Chunk):
+                length = op.n if op.n > 0 else length
+            else:
+                length += op.tokens
+            if length > w:
+                return True
+    return False
+
+
 def _in_padded_row(error: BaseException) -> bool:
     return bool(getattr(error, "padded", False))
+
+
+def _decode_past_window_after_prefill(case: Case) -> bool:
+    """A stream whose first call feeds two or more tokens and whose later call of one token is past W (the
+    availability probe's stream, W = 3: a prefill of 4, then decode steps)."""
+    for w, stream in case.streams():
+        fed = _fed(stream)
+        if len(fed) >= 2 and fed[0].tokens >= 2:
+            n = fed[0].tokens
+            for op in fed[1:]:
+                n += op.tokens
+                if op.tokens == 1 and n > w:
+                    return True
+    return False
+
+
+def _flex_compile_error(error: BaseException) -> bool:
+    """Inductor failed to compile flex attention's CPU kernel (the message names flex attention and the compile
+    error, whether a case's run or the availability probe raised it)."""
+    text = str(error)
+    return "flex_attention" in text and ("CppCompileError" in text or "InductorError" in text)
 
 
 
@@ -128,10 +172,21 @@ def _in_padded_row(error: BaseException) -> bool:
 #: Every family target (``hf:<model_type>``) of :data:`impl.hf.families.FAMILIES`, by name.
 FAMILY_KINDS = frozenset(f"hf:{mt}" for mt in ("mistral", "mixtral", "qwen2", "qwen3", "gemma2", "gemma3_text",
                                                 "cohere2", "phi3", "starcoder2", "gpt_oss"))
+#: Every continuous-batching target (``hf-cb:<model_type>``, :mod:`fuzz.targets.hf.cb`).
+CB_KINDS = frozenset(f"hf-cb:{k[3:]}" for k in FAMILY_KINDS)
 #: Family targets whose default cache on the legacy API is the whole-model static sliding cache.
 HYBRID_KINDS = frozenset({"hf:gemma2", "hf:gemma3_text", "hf:cohere2", "hf:gpt_oss"})
 _LAYERS_API = ("4.57+",)
 _LEGACY_API = ("4.45-4.56",)
+
+#: hf-cb-window-1-prefill: continuous batching has sliding-window support from 4.57 (PR #40688); the note says
+#: which releases were run.
+CB_W1_RELEASES = ("4.57+",)
+CB_W1_SEEN = ("5.10.4", "5.20.2", "5.25.0")
+#: hf-cb-sliding-ring-start: the ring buffer's read start before PR #47708, fixed in 5.16 (the note says which
+#: releases were run, and with what).
+CB_RING_RELEASES = ("5.0-5.15",)
+CB_RING_SEEN = ("5.10.4", "5.12.1", "5.15.1")
 
 FINDINGS: tuple[Finding, ...] = (
     # the cache targets and hf-mistral / hf-gemma2 read the stored keys back after every op
@@ -170,6 +225,16 @@ FINDINGS: tuple[Finding, ...] = (
     Finding("hf-gemma2-padded-decode-mask", frozenset({"hf:gemma2"}), ("4.45-4.47",),
             ("4.45.2", "4.46.3", "4.47.1"), _decode_after_prefill,
             "a left-padded row with a call after the prefill", failure=_in_padded_row),
+    # torch's CPU code generation (inductor) for transformers' flex attention: reproduced at the availability probe
+    # in a fresh process (a campaign's own cases compile the kernel from other shapes first: the note)
+    Finding("hf-flex-attention-sliding-compile", frozenset({"hf:mistral@flex_attention"}), ("5.24+",),
+            ("5.24.0", "5.25.0"), _decode_past_window_after_prefill,
+            "a decode step past W after a prefill, the process's first flex attention compile (torch 2.13+ CPU)",
+            failure=_flex_compile_error, requires=(("torch", "2.13+"),)),
+    Finding("hf-cb-window-1-prefill", CB_KINDS, CB_W1_RELEASES, CB_W1_SEEN, _cb_window_one_prompt,
+            "a W = 1 request whose prompt is 2 or more tokens"),
+    Finding("hf-cb-sliding-ring-start", CB_KINDS, CB_RING_RELEASES, CB_RING_SEEN, _cb_request_past_window,
+            "a request with a query at position W or later"),
 )
 
 
@@ -180,13 +245,15 @@ UPSTREAM = {
     "hf-dynamic-reset-stale": "https://github.com/huggingface/transformers/pull/48809",
     "hf-gemma2-padded-decode-mask": "https://github.com/huggingface/transformers/pull/35681",
     "hf-window-ignored": "https://github.com/huggingface/transformers/issues/35924",
+    "hf-cb-sliding-ring-start": "https://github.com/huggingface/transformers/pull/47708",
 }
 FINDINGS = tuple(dataclasses.replace(f, upstream=UPSTREAM.get(f.id, "")) for f in FINDINGS)
 
 
-def applicable(kind: str, release: str) -> list[Finding]:
-    """The rows that apply to target ``kind`` on ``release``."""
-    return [f for f in FINDINGS if f.applies(kind, release)]
+def applicable(kind: str, release: str, versions: dict[str, str] | None = None) -> list[Finding]:
+    """The rows that apply to target ``kind`` on ``release`` (and, given the target's ``versions``, whose other
+    libraries are at releases they apply to: :attr:`Finding.requires`)."""
+    return [f for f in FINDINGS if f.applies(kind, release) and (versions is None or f.met(versions))]
 
 
 def hits(kind: str, release: str, cases: Iterable[Case]) -> list[Finding]:
@@ -216,7 +283,7 @@ BLOCK_END = "<!-- /releases -->"
 
 def target_name(kind: str) -> str:
     """A finding kind as the ``--target`` it applies to (``static`` -> ``hf-static``)."""
-    return kind if kind.startswith("hf:") else f"hf-{kind}"
+    return kind if kind.startswith(("hf:", "hf-cb:")) else f"hf-{kind}"
 
 
 def release_block(finding_id: str) -> str:
@@ -231,6 +298,8 @@ def release_block(finding_id: str) -> str:
         cases = f.cases or "every case"
         targets = ", ".join(f"`{t}`" for t in sorted(target_name(k) for k in f.kinds))
         spans = ", ".join(span_text(s) for s in f.releases)
+        if f.requires:  # the other libraries it needs
+            spans += "; with " + ", ".join(f"{dist} {span_text(s)}" for dist, s in f.requires)
         lines.append(f"| {cases} | {targets} | {spans} | {', '.join(f.seen)} |")
     return "\n".join(lines + ["", BLOCK_END])
 
