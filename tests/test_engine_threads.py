@@ -59,3 +59,18 @@ def test_ort_declares_the_promise_and_a_threaded_case_passes_on_one_session():
     case = Case.parse(5, "@0 chunk:4 @1 chunk:6 @0 push @1 chunk:3", instances=[Instance(3)]).replace(threads=True)
     assert t.accepts(case) is None
     assert t.run(case).tokens == 14
+
+
+@pytest.mark.parametrize("module, cls, cites", [
+    ("fuzz.targets.engines.mlx", "MlxTarget", "ml-explore/mlx#3078"),
+    ("fuzz.targets.engines.mlx_models", "MlxModelTarget", "ml-explore/mlx#3078"),
+    ("fuzz.targets.engines.llama", "LlamaTarget", "ggml-org/llama.cpp#9274"),
+    ("fuzz.targets.engines.ct2", "Ct2Target", "docs/parallel.md"),
+])
+def test_engines_without_the_promise_name_their_document(module, cls, cites):
+    import importlib
+
+    target = getattr(importlib.import_module(module), cls)
+    assert not target.thread_safe and cites in target.threads_doc
+    if cls == "Ct2Target":  # the engine promises it; the adapter is what cannot take it: said so
+        assert "adapter" in target.threads_doc and "not safe across threads" in target.threads_doc
