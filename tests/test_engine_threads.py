@@ -37,7 +37,7 @@ def test_an_engine_without_the_promise_gets_na_naming_its_document():
     res = _campaign(Unpromised(racy=False), 2)
     rec = res.phases_run["threads"]
     assert rec["status"] == "n/a" and rec["examples"] == 0
-    assert Unpromised.threads_doc in rec["why"] and "no promise of concurrent use" in rec["why"], rec
+    assert Unpromised.threads_doc in rec["why"] and "not driven from several threads" in rec["why"], rec
 
 
 def test_a_threaded_failure_names_the_case_op_of_its_thread():

@@ -80,7 +80,7 @@ class Threads(HypothesisPhase):
             return "the uniform tester drives one instance"
         if _engine(camp.target):
             if not camp.target.thread_safe:
-                return f"no promise of concurrent use of one engine object ({camp.target.threads_doc})"
+                return f"one engine object is not driven from several threads at once: {camp.target.threads_doc}"
             return None
         if not camp.target.instances:
             return "it is driven as one model or session per stream (not a cache a case builds twice)"
