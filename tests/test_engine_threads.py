@@ -74,3 +74,23 @@ def test_engines_without_the_promise_name_their_document(module, cls, cites):
     assert not target.thread_safe and cites in target.threads_doc
     if cls == "Ct2Target":  # the engine promises it; the adapter is what cannot take it: said so
         assert "adapter" in target.threads_doc and "not safe across threads" in target.threads_doc
+
+
+def test_a_known_finding_met_in_one_thread_stays_known():
+    """The fake's finding: a stream longer than its window (here only thread 1's). Strict, it is a mismatch naming
+    thread 1; with the finding applying, the threaded case reproduces it (read on thread 1's own stream)."""
+    from fuzz.targets.known import Finding
+
+    class Known(FakeEngineTarget):
+        findings = (Finding("fake-beyond", frozenset({"fake-engine:clean"}), ("1.0",), ("1.0",),
+                            lambda c: any(sum(getattr(op, "tokens", 0) for _, op in ops) > w for w, ops in c.streams()),
+                            failure=lambda e: "holds positions" in str(e)),)
+
+    t = Known(racy=False)
+    t.engine.extend = lambda held, start, n, w: (held + list(range(start, start + n)))  # never evicts
+    case = Case.parse(4, "@0 push @1 chunk:3 @1 chunk:3", instances=[Instance(3)]).replace(threads=True)
+    t.strict = True
+    with pytest.raises(Mismatch, match=r"after op #2 \(@1 chunk:3\): thread 1 of 2"):
+        t.run(case)
+    t.strict = False
+    assert t.run(case).known == {"fake-beyond": True}

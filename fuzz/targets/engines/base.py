@@ -167,18 +167,40 @@ class EngineTarget(KnownFindingsTarget):
             note = f"thread {k} of {len(subs)} (one shared engine object, all at once): "
             if isinstance(e, Mismatch):
                 i = where[k][e.index] if 0 <= e.index < len(where[k]) else e.index
-                raise Mismatch(self.name, i, case.ops[i] if 0 <= i < len(case.ops) else e.op, note + e.detail) from e
-            if isinstance(e, Crash):
+                out: BaseException = Mismatch(self.name, i, case.ops[i] if 0 <= i < len(case.ops) else e.op,
+                                              note + e.detail)
+            elif isinstance(e, Crash):
                 i = where[k][e.index] if e.index is not None and 0 <= e.index < len(where[k]) else e.index
-                raise Crash(self.name, i, case.ops[i] if i is not None and 0 <= i < len(case.ops) else e.op,
-                            note + e.detail, signal=e.signal) from e
-            raise e
+                out = Crash(self.name, i, case.ops[i] if i is not None and 0 <= i < len(case.ops) else e.op,
+                            note + e.detail, signal=e.signal)
+            else:
+                raise e
+            out.thread = k  # type: ignore[attr-defined] - explained_by reads the thread's own error (__cause__)
+            raise out from e
         stats = RunStats()
         for r in ran:
             if r is not None:
                 stats.phases |= r.phases
                 stats.tokens += r.tokens
         return stats
+
+    def finding_views(self, case: Case) -> list[Case]:
+        """A threaded case's findings are read per thread: each thread's stream is a case of its own."""
+        if case.threads and self.thread_safe:
+            return self.thread_streams(case)
+        return super().finding_views(case)
+
+    def explained_by(self, case: Case, error: BaseException, hit: dict[str, list[Finding]]) -> Optional[str]:
+        """A threaded failure is explained on its thread's stream, by the error its thread raised (its op index
+        is the stream's own, not the case's): a known finding met in thread 2 stays known."""
+        k = getattr(error, "thread", None)
+        if k is None or not (case.threads and self.thread_safe) or error.__cause__ is None:
+            return super().explained_by(case, error, hit)
+        sub, own = self.thread_streams(case)[k], error.__cause__
+        for fid, rows in hit.items():
+            if any(f.explains(sub, own) for f in rows):
+                return fid
+        return None
 
     def _guarded(self, case: Case) -> RunStats:
         if case.threads and self.thread_safe:
