@@ -2,7 +2,11 @@
 own stream, checked after each of its ops (:meth:`fuzz.targets.cache.CacheTarget.run` of a case with ``threads``).
 
 It applies where independence across threads is promised: every ``c:`` library (``ringkv.h``: handles are
-independent) and a ``py:`` class that declares ``thread_safe = True`` (DESIGN §4 promises nothing by default).
+independent), a ``py:`` class that declares ``thread_safe = True`` (DESIGN §4 promises nothing by default), and an
+engine target whose engine documents concurrent calls on ONE engine object (``EngineTarget.thread_safe``, with the
+citation in ``threads_doc``: ``ort:*``, ONNX Runtime's ``InferenceSession::Run``). There the threads share that one
+object (the promise: one session, several callers) and each runs a stream of its own, checked as the single-thread
+path checks it (``EngineTarget._run_threads``); an engine target without the promise gets "n/a" naming the document.
 State shared between handles that one thread never shows — a static scratch buffer, a global staging slab — shows
 only when two threads are inside the library at once, so the cases aim at long overlaps: every thread pushes long
 chunks (up to ``W`` tokens, all written, at windows up to 1 024) of wide payloads (64-256 floats), so each call spends tens of
@@ -39,10 +43,11 @@ THREAD_WINDOWS = (1024, 257, 63, 5)
 
 @st.composite
 def thread_cases(draw, window_max: int, width: Optional[int] = None, drawn_width: bool = True,
-                 max_tokens: Optional[int] = None) -> Case:
+                 max_tokens: Optional[int] = None, per_thread: bool = False) -> Case:
     """A case of 2-4 instances of one window and width, one thread each, each with 4-12 ops: chunks that are
     written whole (``W/2 .. W`` tokens) three times in four, longer ones (``W + 1 .. 3W + 3``: eviction inside
-    the call) or a push otherwise."""
+    the call) or a push otherwise. ``max_tokens`` bounds the whole case, or each thread's stream (``per_thread``:
+    an engine target's bound is per stream, each thread's stream a case of its own)."""
     n = draw(st.integers(2, 4))
     pw = width if width is not None else draw(st.sampled_from(THREAD_WIDTHS)) if drawn_width else None
     cap = window_cap(window_max, pw)
@@ -50,6 +55,8 @@ def thread_cases(draw, window_max: int, width: Optional[int] = None, drawn_width
     ops = []
     tokens = 0
     for k in range(n):
+        if per_thread:
+            tokens = 0
         for _ in range(draw(st.integers(4, 12))):
             pick = draw(st.integers(0, 7))
             op = Push() if pick == 7 else Chunk(draw(st.integers(w + 1, 3 * w + 3))) if pick == 6 else \
@@ -71,6 +78,10 @@ class Threads(HypothesisPhase):
     def not_applicable(self, camp: Campaign) -> Optional[str]:
         if camp.config.tester == "uniform":
             return "the uniform tester drives one instance"
+        if _engine(camp.target):
+            if not camp.target.thread_safe:
+                return f"one engine object is not driven from several threads at once: {camp.target.threads_doc}"
+            return None
         if not camp.target.instances:
             return "it is driven as one model or session per stream (not a cache a case builds twice)"
         if not getattr(camp.target, "thread_safe", False):
@@ -81,4 +92,11 @@ class Threads(HypothesisPhase):
     def strategy(self, camp: Campaign) -> Any:
         t, cfg = camp.target, camp.config
         return thread_cases(camp.window_max, width=cfg.width if t.widths else None,
-                            drawn_width=bool(t.widths) and cfg.width is None, max_tokens=t.max_tokens)
+                            drawn_width=bool(t.widths) and cfg.width is None, max_tokens=t.max_tokens,
+                            per_thread=_engine(t))
+
+
+def _engine(target: Any) -> bool:
+    """An engine target (:class:`fuzz.targets.engines.base.EngineTarget`): its threads share ONE engine object,
+    each thread running a stream of its own, where the engine's documentation promises that."""
+    return hasattr(target, "threads_doc")

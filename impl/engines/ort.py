@@ -25,7 +25,8 @@ drive raises :class:`~impl.engines.EngineIncompatible` naming the release and th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+import threading
+from functools import lru_cache, wraps
 from typing import Optional, Sequence
 
 import numpy as np
@@ -131,7 +132,22 @@ def _model(node, inputs, outputs, opsets: Sequence[tuple[str, int]]) -> bytes:
     return model.SerializeToString()
 
 
-@lru_cache(maxsize=512)
+def _one_per_key(make):
+    """``lru_cache(make)`` whose misses are built under one lock: two threads asking for the same session at once
+    get ONE session (a bare ``lru_cache`` may build it twice and hand each caller its own)."""
+    cached = lru_cache(maxsize=512)(make)
+    lock = threading.Lock()
+
+    @wraps(make)
+    def get(*args, **kwargs):
+        with lock:
+            return cached(*args, **kwargs)
+
+    get.cache_clear = cached.cache_clear
+    return get
+
+
+@_one_per_key
 def gqa_session(window: int, threads: int, *, windowed: bool = False, query_seqlens: bool = False):
     """A one-node GroupQueryAttention session: inputs ``query key value past_key past_value seqlens_k
     total_sequence_length`` (+ ``query_seqlens``), outputs ``output present_key present_value``."""
@@ -166,7 +182,7 @@ def gqa_session(window: int, threads: int, *, windowed: bool = False, query_seql
     return _session(_model(node, inputs, outputs, [("", 21), ("com.microsoft", 1)]), threads)
 
 
-@lru_cache(maxsize=512)
+@_one_per_key
 def attention_session(window: int, threads: int, mode: str):
     """A one-node ONNX Attention-25 session over ``[B, S, H*D]`` inputs. ``mode``: ``"past"`` (inputs ``Q K V
     attn_mask past_key past_value``, outputs ``Y present_key present_value``: the op appends) or ``"external"``

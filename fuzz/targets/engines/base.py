@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import importlib
 import os
+import threading
 import time
 from abc import abstractmethod
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from fuzz.ops import Case, Op
+from fuzz.ops import Case, Op, target_of
 from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats
 from fuzz.targets.known import Finding, KnownFindingsTarget, raised_inside, release_label, repo_root
 
@@ -73,6 +74,15 @@ class EngineTarget(KnownFindingsTarget):
     release: str = "?"
     finding_kind: str = "?"
     findings: tuple[Finding, ...] = ()
+    #: Whether the engine's API documents that ONE engine object (a session, a generator) may be called from
+    #: several threads at once, each caller with its own stream: the threads phase (:mod:`fuzz.phases.threads`)
+    #: then drives 2-4 streams at once against the shared object (:meth:`_run_threads`). :attr:`threads_doc`
+    #: cites the document either way (the phase's "n/a" reason where nothing is promised).
+    thread_safe = False
+    threads_doc = "the engine documents no concurrent use of one engine object"
+    #: The threaded case being run (:meth:`_run_threads`): a target whose engine object is keyed by a choice
+    #: drawn from the case's seed (intra-op threads) draws it from this case, so every thread meets ONE object.
+    threads_parent: Optional[Case] = None
 
     def versions(self) -> dict[str, str]:
         return {self.distribution: self.release, "numpy": np.__version__}
@@ -103,7 +113,98 @@ class EngineTarget(KnownFindingsTarget):
     def run_case(self, case: Case) -> RunStats:
         """Drive ``case`` and raise at the first disagreement (no known-finding handling)."""
 
+    # -- threads (one shared engine object, one stream per thread)
+
+    def thread_streams(self, case: Case) -> list[Case]:
+        """A threaded case's instance ``k`` as a case of its own (its window, its ops): thread ``k``'s stream."""
+        ops: list[list[Op]] = [[] for _ in range(case.instance_count)]
+        for op in case.ops:
+            k, bare = target_of(op)
+            ops[k].append(bare)
+        windows = [case.window] + [inst.window for inst in case.instances]
+        return [Case(windows[k], tuple(ops[k]), case.width, case.dtype) for k in range(case.instance_count)]
+
+    def accepts(self, case: Case) -> Optional[str]:
+        if not (case.threads and self.thread_safe):
+            return super().accepts(case)
+        for k, sub in enumerate(self.thread_streams(case)):
+            why = super().accepts(sub)
+            if why is not None:
+                return f"thread {k}'s stream: {why}"
+        return None
+
+    def _run_threads(self, case: Case) -> RunStats:
+        """Each instance's ops as a stream of its own (:meth:`thread_streams`), all run at once from one thread
+        each against this target's engine objects (shared: that is the documented promise), released together
+        by a barrier; each thread checks its own outputs as the single-thread path does (:meth:`run_case`). The
+        first failure by thread is raised, its op index mapped back to the case's."""
+        subs = self.thread_streams(case)
+        where = [[i for i, op in enumerate(case.ops) if target_of(op)[0] == k] for k in range(len(subs))]
+        outcomes: list[Optional[BaseException]] = [None] * len(subs)
+        gate = threading.Barrier(len(subs))
+        ran: list[Optional[RunStats]] = [None] * len(subs)
+
+        def drive(k: int) -> None:
+            try:
+                gate.wait(timeout=60)
+                ran[k] = self._guarded(subs[k])
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+                outcomes[k] = e
+
+        self.threads_parent = case
+        try:
+            threads = [threading.Thread(target=drive, args=(k,), name=f"kvwindow-stream-{k}", daemon=True)
+                       for k in range(len(subs))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            self.threads_parent = None
+        for k, e in enumerate(outcomes):
+            if e is None:
+                continue
+            note = f"thread {k} of {len(subs)} (one shared engine object, all at once): "
+            if isinstance(e, Mismatch):
+                i = where[k][e.index] if 0 <= e.index < len(where[k]) else e.index
+                out: BaseException = Mismatch(self.name, i, case.ops[i] if 0 <= i < len(case.ops) else e.op,
+                                              note + e.detail)
+            elif isinstance(e, Crash):
+                i = where[k][e.index] if e.index is not None and 0 <= e.index < len(where[k]) else e.index
+                out = Crash(self.name, i, case.ops[i] if i is not None and 0 <= i < len(case.ops) else e.op,
+                            note + e.detail, signal=e.signal)
+            else:
+                raise e
+            out.thread = k  # type: ignore[attr-defined] - explained_by reads the thread's own error (__cause__)
+            raise out from e
+        stats = RunStats()
+        for r in ran:
+            if r is not None:
+                stats.phases |= r.phases
+                stats.tokens += r.tokens
+        return stats
+
+    def finding_views(self, case: Case) -> list[Case]:
+        """A threaded case's findings are read per thread: each thread's stream is a case of its own."""
+        if case.threads and self.thread_safe:
+            return self.thread_streams(case)
+        return super().finding_views(case)
+
+    def explained_by(self, case: Case, error: BaseException, hit: dict[str, list[Finding]]) -> Optional[str]:
+        """A threaded failure is explained on its thread's stream, by the error its thread raised (its op index
+        is the stream's own, not the case's): a known finding met in thread 2 stays known."""
+        k = getattr(error, "thread", None)
+        if k is None or not (case.threads and self.thread_safe) or error.__cause__ is None:
+            return super().explained_by(case, error, hit)
+        sub, own = self.thread_streams(case)[k], error.__cause__
+        for fid, rows in hit.items():
+            if any(f.explains(sub, own) for f in rows):
+                return fid
+        return None
+
     def _guarded(self, case: Case) -> RunStats:
+        if case.threads and self.thread_safe:
+            return self._run_threads(case)
         try:
             return self.run_case(case)
         except (Mismatch, Crash, HarnessFault):

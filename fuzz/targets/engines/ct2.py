@@ -75,6 +75,12 @@ class Ct2Target(EngineTarget):
     package = "ctranslate2"
     window_max = 12
     max_tokens = 40
+    #: CTranslate2 does promise concurrent batches on one Generator (docs/parallel.md: "Multiple batches should be
+    #: submitted concurrently"), but this adapter builds its tiny models and generators lazily in plain dicts
+    #: (:meth:`tiny_for`, :meth:`model`) that are not safe across threads: n/a here is the adapter's limit, not
+    #: the engine's.
+    threads_doc = ("ctranslate2 promises concurrent batches on one Generator (docs/parallel.md), but this adapter "
+                   "builds models lazily in dicts not safe across threads (Ct2Target.tiny_for/model): not driven")
 
     def __init__(self, arch: str, *, strict: bool = False, paths: Sequence[str] = PATHS,
                  threads: Optional[int] = 1, name: Optional[str] = None):

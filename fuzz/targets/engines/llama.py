@@ -60,6 +60,10 @@ class LlamaTarget(EngineTarget):
     package = "llama_cpp"
     window_max = 12
     max_tokens = 40
+    #: llama.cpp's concurrency model is one context per thread (ggml-org/llama.cpp PR #9274): a ``Llama`` object
+    #: (one llama_context) is not for concurrent calls, so the threads phase has no shared object to drive.
+    threads_doc = ("llama.cpp: one llama_context (one Llama object) per thread (ggml-org/llama.cpp#9274); nothing "
+                   "promises concurrent calls on one")
 
     def __init__(self, arch: str, *, strict: bool = False, paths: Sequence[str] = PATHS,
                  threads: Optional[int] = 1, name: Optional[str] = None):

@@ -43,6 +43,11 @@ class MlxModelTarget(EngineTarget):
     window_max = 16
     max_tokens = 48
     findings = FINDINGS
+    #: No promise of one model driven from several threads at once: MLX's thread safety is per-thread streams
+    #: (ml-explore/mlx#3078: "each thread can only use its own stream"; #3281 gives each thread its own default
+    #: stream); nothing promises one model's arrays and caches evaluated from several threads.
+    threads_doc = ("mlx: thread safety is one stream per thread (ml-explore/mlx#3078, #3281); nothing promises "
+                   "one model driven from several threads at once")
 
     def __init__(self, model_type: str, *, strict: bool = False):
         from impl.engines import mlx, mlx_models

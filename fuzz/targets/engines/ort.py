@@ -66,6 +66,13 @@ class OrtTarget(EngineTarget):
     window_max = 32
     max_tokens = 96
     findings = FINDINGS
+    #: ONNX Runtime promises that ``InferenceSession::Run`` may be called concurrently on one session
+    #: (microsoft/onnxruntime commit 674afbe, PR #19301: "InferenceSession::Run() is guaranteed to be thread-safe
+    #: meaning multiple threads can call this function concurrently"; the Python binding's ``run`` releases the
+    #: GIL into it). Each thread keeps its own past/present (or its own IOBinding buffer): its own stream.
+    thread_safe = True
+    threads_doc = ("onnxruntime: InferenceSession::Run is guaranteed thread-safe on one session "
+                   "(microsoft/onnxruntime#19301, commit 674afbe)")
 
     def __init__(self, kind: str, *, strict: bool = False):
         from impl.engines import ort
@@ -86,7 +93,8 @@ class OrtTarget(EngineTarget):
 
     def run_case(self, case: Case) -> RunStats:
         seed = S.case_seed(case)
-        threads = 1 + seed % 2
+        # In a threaded case every thread draws the intra-op count from the whole case: one session, all callers.
+        threads = 1 + S.case_seed(self.threads_parent or case) % 2
         o = self.ort
         for si, (w, ops) in enumerate(case.streams()):
             calls = S.calls(ops)
