@@ -43,20 +43,28 @@ def release() -> str:
         raise EngineUnavailable(f"vllm is not installed ({INSTALL})") from None
 
 
+def kernel_module(name: str, function: Optional[str] = None):
+    """``vllm.v1.attention.ops.<name>`` (every Triton kernel target imports its kernel file so):
+    :class:`EngineIncompatible` where the release has no such module or no ``function`` in it,
+    :class:`EngineUnavailable` where the kernel file's own imports are not installed."""
+    import importlib
+
+    rel = release()
+    try:
+        m = importlib.import_module(f"vllm.v1.attention.ops.{name}")
+    except ModuleNotFoundError as e:
+        if e.name and e.name.startswith("vllm.v1.attention.ops"):
+            raise EngineIncompatible("vllm", rel, f"vllm.v1.attention.ops.{name}", "no such module") from e
+        raise EngineUnavailable(f"vllm {rel}: its kernel files need module {e.name} ({INSTALL})") from e
+    if function is not None and not hasattr(m, function):
+        raise EngineIncompatible("vllm", rel, f"{name}.{function}", "no such function")
+    return m
+
+
 @lru_cache(maxsize=1)
 def ops():
     """The kernel module; :class:`EngineIncompatible` where the release moved it."""
-    rel = release()
-    try:
-        from vllm.v1.attention.ops import triton_unified_attention as m
-    except ModuleNotFoundError as e:
-        if e.name and e.name.startswith("vllm.v1.attention.ops"):
-            raise EngineIncompatible("vllm", rel, "vllm.v1.attention.ops.triton_unified_attention",
-                                     "no such module") from e
-        raise EngineUnavailable(f"vllm {rel}: its kernel files need module {e.name} ({INSTALL})") from e
-    if not hasattr(m, "unified_attention"):
-        raise EngineIncompatible("vllm", rel, "triton_unified_attention.unified_attention", "no such function")
-    return m
+    return kernel_module("triton_unified_attention", "unified_attention")
 
 
 @lru_cache(maxsize=1)
@@ -139,15 +147,7 @@ def unified(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, window: in
 
 @lru_cache(maxsize=1)
 def prefix_ops():
-    rel = release()
-    try:
-        from vllm.v1.attention.ops import prefix_prefill as m
-    except ModuleNotFoundError as e:
-        if e.name and e.name.startswith("vllm.v1.attention.ops"):
-            raise EngineIncompatible("vllm", rel, "vllm.v1.attention.ops.prefix_prefill",
-                                     "no such module") from e
-        raise EngineUnavailable(f"vllm {rel}: its kernel files need module {e.name} ({INSTALL})") from e
-    return m
+    return kernel_module("prefix_prefill")
 
 
 @lru_cache(maxsize=1)

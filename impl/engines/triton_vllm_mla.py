@@ -43,7 +43,7 @@ from functools import lru_cache
 from types import SimpleNamespace
 from typing import Optional
 
-from impl.engines import EngineIncompatible, EngineUnavailable
+from impl.engines import EngineIncompatible
 from impl.engines import triton_vllm as V
 
 #: What ``current_platform.num_compute_units()`` returns while the impl is built on a CPU (module docstring).
@@ -55,16 +55,8 @@ def ops():
     """The kernel module; :class:`EngineIncompatible` where the release moved it, or where its
     ``decode_attention_fwd`` takes no ``sliding_window`` (then the MLA path applies no window at all)."""
     rel = V.release()
-    try:
-        from vllm.v1.attention.ops import triton_decode_attention as m
-    except ModuleNotFoundError as e:
-        if e.name and e.name.startswith("vllm.v1.attention.ops"):
-            raise EngineIncompatible("vllm", rel, "vllm.v1.attention.ops.triton_decode_attention",
-                                     "no such module") from e
-        raise EngineUnavailable(f"vllm {rel}: its kernel files need module {e.name} ({V.INSTALL})") from e
-    fn = getattr(m, "decode_attention_fwd", None)
-    if fn is None:
-        raise EngineIncompatible("vllm", rel, "triton_decode_attention.decode_attention_fwd", "no such function")
+    m = V.kernel_module("triton_decode_attention", "decode_attention_fwd")
+    fn = m.decode_attention_fwd
     if "sliding_window" not in inspect.signature(fn).parameters:
         raise EngineIncompatible("vllm", rel, "triton_decode_attention.decode_attention_fwd",
                                  "takes no sliding_window: this release's MLA decode applies no window")
