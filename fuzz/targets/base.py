@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import signal
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -193,6 +194,17 @@ def interrupt_handlers(signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM
 def rebuild(cls: type, args: tuple, kwargs: dict) -> BaseException:
     """``cls(*args, **kwargs)``: how the outcome exceptions are unpickled (their constructors take parts)."""
     return cls(*args, **kwargs)
+
+
+def run_at_once(drive: Callable[[int], None], n: int, name: str) -> None:
+    """``drive(0) .. drive(n - 1)`` in ``n`` daemon threads started together, returning when all have ended (the
+    threads phase: a cache's live instances, an engine's streams on one shared object). ``drive`` keeps its own
+    outcome: an exception escaping it would be lost with its thread."""
+    threads = [threading.Thread(target=drive, args=(k,), name=f"{name}-{k}", daemon=True) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 class HarnessFault(Exception):

@@ -32,7 +32,7 @@ import numpy as np
 
 from fuzz.ops import Case, Chunk, Op, Push, Reset, target_of
 from fuzz.oracle import PAYLOAD_WIDTH, SpecStream, check_dtype, describe_difference, payload_difference
-from fuzz.targets.base import Crash, HarnessFault, HarnessInterrupt, Mismatch, RunStats, Target, TargetError, \
+from fuzz.targets.base import run_at_once, Crash, HarnessFault, HarnessInterrupt, Mismatch, RunStats, Target, TargetError, \
     crash_from, escaped, guarded, raised, subject_call
 from fuzz.targets.progress import OP
 from fuzz.targets.ring_errors import py_contract_for
@@ -318,12 +318,7 @@ class CacheTarget(Target):
                     errors.append((getattr(e, "index", None) or 0, e))
                 stop.set()
 
-        threads = [threading.Thread(target=drive, args=(k,), name=f"kvwindow-instance-{k}", daemon=True)
-                   for k in range(len(live))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_at_once(drive, len(live), "kvwindow-instance")
         if errors:
             raise min(errors, key=lambda e: e[0])[1]
         return stats

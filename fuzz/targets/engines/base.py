@@ -30,7 +30,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from fuzz.ops import Case, Op, target_of
-from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats
+from fuzz.targets.base import Crash, HarnessFault, Mismatch, RunStats, run_at_once
 from fuzz.targets.known import Finding, KnownFindingsTarget, raised_inside, release_label, repo_root
 
 
@@ -153,12 +153,7 @@ class EngineTarget(KnownFindingsTarget):
 
         self.threads_parent = case
         try:
-            threads = [threading.Thread(target=drive, args=(k,), name=f"kvwindow-stream-{k}", daemon=True)
-                       for k in range(len(subs))]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+            run_at_once(drive, len(subs), "kvwindow-stream")
         finally:
             self.threads_parent = None
         for k, e in enumerate(outcomes):
