@@ -425,6 +425,12 @@ class PagedCase:
             return None
 
     # -- what the campaign machinery asks of a case ---------------------------
+    @property
+    def threads(self) -> bool:
+        """Always ``False``: a pool's sequences are driven from one thread (the paged protocol has no threaded
+        form), so every target's threads path, engines' included, treats a paged case as it treats a stream."""
+        return False
+
     def widest_window(self) -> int:
         return self.window
 
