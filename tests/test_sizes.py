@@ -172,10 +172,9 @@ def test_a_paged_size_mutant_passes_every_small_tour_and_fails_a_scale_tour(name
     t = _target(name)
     for c in tours(("fork", "admit"), width=4):
         t.run(c)  # blocks of 1-16, at most 6 sequences of which at most 4 live at once: right
-    failed = 0
-    for c in scale_tours():
+    for c in scale_tours():  # in the campaign's order: the first that fails ends the test
         try:
             t.run(c)
         except AssertionError:
-            failed += 1
-    assert failed >= 1
+            return
+    pytest.fail(f"{name} passed every scale tour")
