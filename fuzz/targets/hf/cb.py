@@ -46,9 +46,9 @@ import pyspec
 from pyspec.paged import max_blocks
 from fuzz.ops import Case, Chunk, Op, Push
 from fuzz.paged.checks import OverBound
-from fuzz.targets.base import Mismatch, RunStats, Target, TargetError
+from fuzz.targets.base import Mismatch, RunStats, Target
 from fuzz.targets.hf.base import HFTarget, _hf, case_stats, probed
-from fuzz.targets.hf.family import _case_seed, spec_masks
+from fuzz.targets.hf.family import _case_seed, parse_spec, spec_masks
 from impl.decoder import torch_threads
 from impl.hf import cb, compat, families
 from impl.hf.families import ATOL, RTOL, VOCAB
@@ -254,28 +254,11 @@ class HFCBTarget(HFTarget):
         return [min(out, key=lambda e: e.index)] if out else []
 
 
-def parse_spec(rest: str) -> tuple[str, Optional[list[str]]]:
-    """``"mistral"`` -> ``("mistral", None)``; ``"mistral@sdpa"`` -> ``("mistral", ["sdpa"])``."""
-    model_type, _, attns = rest.partition("@")
-    if not model_type:
-        raise TargetError("hf-cb: needs a model type, e.g. hf-cb:mistral")
-    if attns:
-        names = [a for a in attns.split(",") if a]
-        bad = [a for a in names if a not in cb.CB_ATTENTION]
-        if bad or not names:
-            raise TargetError(f"hf-cb:{rest}: continuous batching's CPU attention implementations are "
-                              f"{', '.join(cb.CB_ATTENTION)}, got {attns!r}")
-        return model_type, names
-    return model_type, None
-
-
 def make_hf_cb(rest: str) -> Target:
     """``hf-cb:<model_type>[@sdpa|paged|eager]``: probe continuous batching on the family, then build it."""
-    model_type, attns = parse_spec(rest)
+    model_type, attns = parse_spec(rest, prefix="hf-cb", allowed=cb.CB_ATTENTION,
+                                   what="continuous batching's CPU attention implementations")
     _hf()
-    if model_type not in families.FAMILIES:
-        raise TargetError(f"unknown family hf-cb:{model_type}; known: "
-                          + ", ".join(f"hf-cb:{mt}" for mt in families.FAMILIES))
     why = families.available()[model_type] or cb.available()
     if why is not None:
         raise compat.HFUnavailable(why)

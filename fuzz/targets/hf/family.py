@@ -336,27 +336,28 @@ def probe_case() -> Case:
     return Case(families.PROBE_WINDOW, (Chunk(first), *(Push() if n == 1 else Chunk(n) for n in rest)))
 
 
-def parse_spec(rest: str) -> tuple[str, Optional[list[str]]]:
-    """``"mistral"`` -> ``("mistral", None)``; ``"gemma2@eager,sdpa"`` -> ``("gemma2", ["eager", "sdpa"])``."""
+def parse_spec(rest: str, *, prefix: str = "hf", allowed: Sequence[str] = families.CPU_ATTENTION,
+               what: str = "attention implementations") -> tuple[str, Optional[list[str]]]:
+    """``"mistral"`` -> ``("mistral", None)``; ``"gemma2@eager,sdpa"`` -> ``("gemma2", ["eager", "sdpa"])``: the
+    model type of ``<prefix>:<rest>`` (one of :data:`impl.hf.families.FAMILIES`) and the ``allowed``
+    implementations it names, or :class:`TargetError` saying which are allowed."""
     model_type, _, attns = rest.partition("@")
     if not model_type:
-        raise TargetError("hf: needs a model type, e.g. hf:mistral (kvwindow fuzz --list-targets lists them)")
-    if attns:
-        names = [a for a in attns.split(",") if a]
-        bad = [a for a in names if a not in families.CPU_ATTENTION]
-        if bad or not names:
-            raise TargetError(f"hf:{rest}: attention implementations are {', '.join(families.CPU_ATTENTION)}, got {attns!r}")
-        return model_type, names
-    return model_type, None
+        raise TargetError(f"{prefix}: needs a model type, e.g. {prefix}:mistral "
+                          "(kvwindow fuzz --list-targets lists them)")
+    names = [a for a in attns.split(",") if a] if attns else None
+    if attns and (not names or any(a not in allowed for a in names)):
+        raise TargetError(f"{prefix}:{rest}: {what} are {', '.join(allowed)}, got {attns!r}")
+    if model_type not in families.FAMILIES:
+        raise TargetError(f"unknown family {prefix}:{model_type}; known: "
+                          + ", ".join(f"{prefix}:{mt}" for mt in families.FAMILIES))
+    return model_type, names
 
 
 def make_hf_family(rest: str) -> Target:
     """``hf:<model_type>[@attn,...]``: probe the family (:func:`impl.hf.families.probe`), then build it."""
     model_type, attns = parse_spec(rest)
     _hf()
-    if model_type not in families.FAMILIES:
-        raise TargetError(f"unknown family hf:{model_type}; known: "
-                          + ", ".join(f"hf:{mt}" for mt in families.FAMILIES))
     why = families.available()[model_type]
     if why is not None:
         raise compat.HFUnavailable(why)
