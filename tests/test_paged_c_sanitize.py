@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from impl.errors import Unavailable
-from tests.support.csrc import CSRC
+from tests.support.csrc import CSRC, asan_burst, valgrind_burst
 
 
 def _exercised(stdout: str) -> dict[str, int]:
@@ -56,55 +56,29 @@ SCALE_VALGRIND_ITERS = 1500
 
 def test_sanitizer_burst(built):
     """Directed cases and a 20000-op burst, every bad input included, against libpagedkv_asan.so."""
-    proc = subprocess.run([str(built / "test_pagedkv_asan"), "7", "20000"], capture_output=True, text=True,
-                          env={"ASAN_OPTIONS": "detect_leaks=1", "UBSAN_OPTIONS": "print_stacktrace=1"}, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
-    m = re.search(r"(\d+) checks, 0 failures", proc.stdout)
-    assert m and int(m.group(1)) > 1_000_000, proc.stdout
-    seen = _exercised(proc.stdout)
+    out = asan_burst(built / "test_pagedkv_asan", "7", "20000", min_checks=1_000_000, timeout=120)
+    seen = _exercised(out)
     assert seen["cow"] > 50 and seen["exhausted"] > 100 and seen["hits"] > 100 and seen["bad"] > 1000, seen
-    assert "runtime error" not in proc.stderr and "ERROR: AddressSanitizer" not in proc.stderr
 
 
 def test_valgrind_burst(built):
     """The same driver under memcheck: 0 errors, no leaks (exit 1 on any)."""
-    vg = shutil.which("valgrind")
-    if vg is None:
-        pytest.skip("valgrind is not installed (apt-get install valgrind); memcheck burst not run")
-    proc = subprocess.run([vg, "-q", "--error-exitcode=1", "--leak-check=full",
-                           "--errors-for-leak-kinds=definite,indirect", str(built / "test_pagedkv"), "3", "3000"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
-    assert "0 failures" in proc.stdout and _exercised(proc.stdout)["hits"] > 10
-    assert "Invalid" not in proc.stderr and "uninitialised" not in proc.stderr, proc.stderr[-4000:]
+    out = valgrind_burst(built / "test_pagedkv", "3", "3000")
+    assert _exercised(out)["hits"] > 10, out
 
 
 def test_sanitizer_scale_burst(built):
     """The scale regime (pages of 15-257, windows over up to 9 pages, 64 live sequences in pressed, long-lived
     pools) against libpagedkv_asan.so: no failure, no sanitizer report, and production scale was reached."""
-    proc = subprocess.run([str(built / "test_pagedkv_asan"), "5", str(SCALE_ASAN_ITERS), "scale"], capture_output=True,
-                          text=True, env={"ASAN_OPTIONS": "detect_leaks=1", "UBSAN_OPTIONS": "print_stacktrace=1"},
-                          timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
-    m = re.search(r"(\d+) checks, 0 failures", proc.stdout)
-    assert m and int(m.group(1)) > 10_000_000, proc.stdout
-    _assert_production_scale(proc.stdout, pressed=100)
-    assert _exercised(proc.stdout)["cow"] > 5 and _exercised(proc.stdout)["hits"] > 100, proc.stdout
-    assert "runtime error" not in proc.stderr and "ERROR: AddressSanitizer" not in proc.stderr
+    out = asan_burst(built / "test_pagedkv_asan", "5", str(SCALE_ASAN_ITERS), "scale", min_checks=10_000_000)
+    _assert_production_scale(out, pressed=100)
+    assert _exercised(out)["cow"] > 5 and _exercised(out)["hits"] > 100, out
 
 
 def test_valgrind_scale_burst(built):
     """The scale regime under memcheck: 0 errors, no leaks, production scale reached."""
-    vg = shutil.which("valgrind")
-    if vg is None:
-        pytest.skip("valgrind is not installed (apt-get install valgrind); memcheck scale burst not run")
-    proc = subprocess.run([vg, "-q", "--error-exitcode=1", "--leak-check=full",
-                           "--errors-for-leak-kinds=definite,indirect", str(built / "test_pagedkv"), "3",
-                           str(SCALE_VALGRIND_ITERS), "scale"], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
-    assert "0 failures" in proc.stdout, proc.stdout
-    _assert_production_scale(proc.stdout, pressed=30)
-    assert "Invalid" not in proc.stderr and "uninitialised" not in proc.stderr, proc.stderr[-4000:]
+    out = valgrind_burst(built / "test_pagedkv", "3", str(SCALE_VALGRIND_ITERS), "scale", timeout=600)
+    _assert_production_scale(out, pressed=30)
 
 
 def test_the_driver_rejects_an_unknown_regime(built):

@@ -7,36 +7,21 @@ valgrind memcheck — memory errors that a Python-level comparison cannot see.
 
 from __future__ import annotations
 
-import re
-import shutil
 import subprocess
 
 import pytest
 
-from tests.support.csrc import CSRC
+from tests.support.csrc import CSRC, asan_burst, valgrind_burst
 
 
 def test_sanitizer_burst(built):
     """Randomized burst, all bad inputs included, against libringkv_asan.so (ASan + UBSan)."""
-    proc = subprocess.run([str(built / "test_ringkv_asan"), "7", "20000"], capture_output=True, text=True,
-                          env={"ASAN_OPTIONS": "detect_leaks=1", "UBSAN_OPTIONS": "print_stacktrace=1"})
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
-    m = re.search(r"(\d+) checks, 0 failures", proc.stdout)
-    assert m and int(m.group(1)) > 100_000, proc.stdout
-    assert "runtime error" not in proc.stderr and "ERROR: AddressSanitizer" not in proc.stderr
+    asan_burst(built / "test_ringkv_asan", "7", "20000", min_checks=100_000)
 
 
 def test_valgrind_burst(built):
     """The same burst under memcheck: 0 errors, no leaks (exit 1 on any)."""
-    vg = shutil.which("valgrind")
-    if vg is None:
-        pytest.skip("valgrind is not installed (apt-get install valgrind); memcheck burst not run")
-    proc = subprocess.run([vg, "-q", "--error-exitcode=1", "--leak-check=full",
-                           "--errors-for-leak-kinds=definite,indirect", str(built / "test_ringkv"), "3", "3000"],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
-    assert "0 failures" in proc.stdout
-    assert "Invalid" not in proc.stderr and "uninitialised" not in proc.stderr, proc.stderr[-4000:]
+    valgrind_burst(built / "test_ringkv", "3", "3000")
 
 
 def test_driver_catches_a_broken_ring(built, tmp_path):
