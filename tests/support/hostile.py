@@ -27,6 +27,11 @@ def misbehave(calls: int) -> None:
             os.close(os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
         except FileExistsError:
             return
+    act(what)
+
+
+def act(what: str) -> None:
+    """Do the misbehaviour ``what`` names (the module docstring's list) now; an unknown name does nothing."""
     if what == "exit":
         sys.exit(os.environ.get("KVW_HOSTILE_MESSAGE", 0))
     if what == "kbd":

@@ -4,20 +4,13 @@ in its child, never in its own process (tests/test_hostile_gate.py)."""
 
 from __future__ import annotations
 
-import ctypes
 import os
-import sys
 import time
 
 from tests.support.gate_decoders import MinimalDecoder
+from tests.support.hostile import act
 
-_what = os.environ.get("KVW_HOSTILE_IMPORT")
-if _what == "segv":
-    ctypes.string_at(0)
-elif _what == "sleep":
-    time.sleep(3600)
-elif _what == "exit":
-    sys.exit(0)
+act(os.environ.get("KVW_HOSTILE_IMPORT", ""))
 
 
 class Decoder(MinimalDecoder):
